@@ -1,0 +1,353 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// Request asks for Amount units of a resource for User.
+type Request struct {
+	// User is the user's key: any non-empty string up to MaxKeyLen bytes.
+	User string
+	// Amount is how many units to take: 1 per request, the size in bytes
+	// for bandwidth, the amount in the currency's smallest unit for money.
+	Amount uint64
+	// ID identifies this attempt. Leave it zero for a new attempt; to
+	// retry an attempt whose answer was lost (ErrUnavailable), send it
+	// again with the ID of the Decision or of the error (see AttemptID),
+	// so that it is not counted twice.
+	ID ID
+	// Ref is stored with the transfer (user_data_64) for the audit trail,
+	// e.g. a payment or request number.
+	Ref uint64
+}
+
+// Reason says why a decision did not admit.
+type Reason uint8
+
+const (
+	// Admitted: nothing was refused.
+	Admitted Reason = iota
+	// LimitExceeded: the limit had fewer units left than asked for.
+	LimitExceeded
+	// InsufficientFunds: a payment's source account lacked the money.
+	InsufficientFunds
+	// Unavailable: the cluster did not answer; the Client's Policy decided.
+	Unavailable
+)
+
+// String returns "admitted", "limit exceeded", "insufficient funds" or "unavailable".
+func (r Reason) String() string {
+	switch r {
+	case Admitted:
+		return "admitted"
+	case LimitExceeded:
+		return "limit exceeded"
+	case InsufficientFunds:
+		return "insufficient funds"
+	case Unavailable:
+		return "unavailable"
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Decision is the answer to a request. A denial is a Decision with Allowed
+// false, not an error.
+type Decision struct {
+	// Allowed reports whether the units were taken.
+	Allowed bool
+	// Reason says why not, when Allowed is false.
+	Reason Reason
+	// Limit is the user's limit: units per window.
+	Limit uint64
+	// Remaining is how many units were left just after the decision (a
+	// snapshot: concurrent requests may have taken some since).
+	Remaining uint64
+	// RetryAfter is, when denied, how long until enough units will have
+	// returned for the same amount (an estimate from the cluster timestamps
+	// of the units in flight); 0 when allowed; negative when the amount
+	// exceeds the limit and can never be admitted.
+	RetryAfter time.Duration
+	// ResetAfter is how long until every unit in flight has returned and the
+	// whole limit is available again.
+	ResetAfter time.Duration
+	// ID is the transfer that took the units (when allowed) or the attempt
+	// (when denied): send it again in Request.ID to retry the same attempt.
+	ID ID
+	// Timestamp is the cluster time of the decision, in nanoseconds since
+	// the Unix epoch (0 when Unavailable).
+	Timestamp uint64
+}
+
+// attemptError carries the ID of an attempt whose answer was lost.
+type attemptError struct {
+	id  ID
+	err error
+}
+
+func (e *attemptError) Error() string { return fmt.Sprintf("%v (attempt %s)", e.err, e.id) }
+func (e *attemptError) Unwrap() error { return e.err }
+
+// AttemptID returns the ID of the attempt an error from Acquire or Pay was
+// about, so that the same attempt can be retried without counting twice.
+func AttemptID(err error) (ID, bool) {
+	var ae *attemptError
+	if errors.As(err, &ae) {
+		return ae.id, true
+	}
+	return ID{}, false
+}
+
+func validAmount(amount uint64) error {
+	if amount == 0 {
+		return fmt.Errorf("%w: 0 units", ErrInvalidAmount)
+	}
+	if amount > math.MaxInt64 {
+		return fmt.Errorf("%w: %d units is more than %d", ErrInvalidAmount, amount, uint64(math.MaxInt64))
+	}
+	return nil
+}
+
+// Acquire takes req.Amount units of r for req.User: one pending transfer
+// from the user to the operator that expires after r.Window and gives the
+// units back. It is never posted or voided. If the user has fewer units left,
+// the decision denies and nothing is taken.
+//
+// An unknown user is provisioned with r.DefaultLimit within the call when r
+// is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
+// in time, the Client's Policy decides (see WithUnavailable).
+func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
+	ds, err := c.AcquireAll(ctx, []Hold{{Resource: r, Request: req}})
+	if len(ds) == 0 {
+		return Decision{}, err
+	}
+	return ds[0], err
+}
+
+// Hold is one part of an AcquireAll: units of one resource for one user.
+type Hold struct {
+	Resource Resource
+	Request  Request
+}
+
+// AcquireAll takes every hold or none: one linked chain of pending
+// transfers, across ledgers, that TigerBeetle applies all-or-nothing. Use it
+// to apply several windows to one request (10 per second and 100 per minute)
+// or several resources (requests and bytes). It returns one Decision per hold
+// in order, all allowed or all denied; a denied hold's Reason and RetryAfter
+// say which limit refused (holds that would have fitted say Admitted).
+func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, error) {
+	if len(holds) == 0 || len(holds) > BatchMax {
+		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
+	}
+	chain := make([]tb.Transfer, len(holds))
+	for i, h := range holds {
+		if err := h.Resource.Validate(); err != nil {
+			return nil, err
+		}
+		if err := validKey(h.Request.User); err != nil {
+			return nil, err
+		}
+		if err := validAmount(h.Request.Amount); err != nil {
+			return nil, err
+		}
+		secs, _ := WindowSeconds(h.Resource.Window)
+		id := h.Request.ID
+		if id.IsZero() {
+			id = NewID()
+		}
+		chain[i] = tb.Transfer{
+			ID:              id.tb(),
+			DebitAccountID:  UserID(h.Resource.Ledger, h.Request.User).tb(),
+			CreditAccountID: OperatorID(h.Resource.Ledger).tb(),
+			Amount:          tb.ToUint128(h.Request.Amount),
+			UserData64:      h.Request.Ref,
+			Timeout:         secs,
+			Ledger:          h.Resource.Ledger,
+			Code:            codeAcquire,
+			Flags:           tb.TransferFlags{Pending: true, Linked: i < len(holds)-1}.ToUint16(),
+		}
+	}
+	for provisioned := false; ; provisioned = true {
+		res, err := c.createTransfers(ctx, chain)
+		if err != nil {
+			return c.unavailableDecisions(chain, err)
+		}
+		ds := make([]Decision, len(chain))
+		var lazy []int
+		failed := false
+		for i, s := range res {
+			ds[i] = Decision{ID: fromTB(chain[i].ID), Timestamp: s.Timestamp}
+			switch s.Status {
+			case tb.TransferCreated:
+				ds[i].Allowed = true
+			case tb.TransferLinkedEventFailed:
+			case tb.TransferExceedsCredits, tb.TransferIDAlreadyFailed:
+				ds[i].Reason = LimitExceeded
+				failed = true
+			case tb.TransferDebitAccountNotFound:
+				if !holds[i].Resource.Lazy || provisioned {
+					return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, holds[i].Request.User, holds[i].Resource.Name)
+				}
+				lazy = append(lazy, i)
+			case tb.TransferCreditAccountNotFound:
+				return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, holds[i].Resource.Ledger)
+			default:
+				if strings.HasPrefix(s.Status.String(), "TransferExistsWith") {
+					return nil, fmt.Errorf("%w: %s was already used for a different request (%s)", ErrInvalidID, fromTB(chain[i].ID), s.Status)
+				}
+				return nil, transferStatusError(i, s.Status)
+			}
+		}
+		if len(lazy) > 0 {
+			if err := c.provisionLazy(ctx, holds, lazy); err != nil {
+				return nil, err
+			}
+			for i := range chain {
+				chain[i].ID = NewID().tb() // a new attempt: TigerBeetle spent the failed IDs
+			}
+			continue
+		}
+		if failed {
+			for i := range ds {
+				ds[i].Allowed = false
+			}
+		}
+		if err := c.explain(ctx, holds, ds); err != nil {
+			return ds, err
+		}
+		if failed && !provisioned {
+			// A lazy user whose account was created but never credited (a
+			// crash between the two steps) would be denied for ever:
+			// provisioning again is safe, since its credit has a fixed ID.
+			for i, d := range ds {
+				if holds[i].Resource.Lazy && d.Limit == 0 && d.Reason == LimitExceeded {
+					lazy = append(lazy, i)
+				}
+			}
+			if len(lazy) > 0 {
+				if err := c.provisionLazy(ctx, holds, lazy); err != nil {
+					return nil, err
+				}
+				for i := range chain {
+					chain[i].ID = NewID().tb()
+				}
+				continue
+			}
+		}
+		return ds, nil
+	}
+}
+
+// provisionLazy provisions the users of the lazy holds listed in idx with
+// their resource's default limit.
+func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) error {
+	for _, i := range idx {
+		h := holds[i]
+		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: h.Resource.DefaultLimit}}, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// explain fills in limits, remaining units and, for denials, when enough
+// units return.
+func (c *Client) explain(ctx context.Context, holds []Hold, ds []Decision) error {
+	ids := make([]ID, len(holds))
+	for i, h := range holds {
+		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
+	}
+	accounts, err := c.lookupAccounts(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	byID := make(map[ID]tb.Account, len(accounts))
+	for _, a := range accounts {
+		byID[fromTB(a.ID)] = a
+	}
+	for i, h := range holds {
+		a, ok := byID[ids[i]]
+		if !ok {
+			continue
+		}
+		b, err := balanceOf(a)
+		if err != nil {
+			return err
+		}
+		d := &ds[i]
+		d.Limit, d.Remaining = b.Limit, b.Available
+		if d.Allowed {
+			d.ResetAfter = h.Resource.Window
+			continue
+		}
+		amount := h.Request.Amount
+		if d.Reason == Admitted && amount > b.Available {
+			d.Reason = LimitExceeded // a later link of a chain that failed earlier
+		}
+		now := d.Timestamp
+		if d.Reason == LimitExceeded {
+			switch {
+			case amount > b.Limit:
+				d.RetryAfter = -1
+			case amount > b.Available:
+				flights, err := c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available)
+				if err != nil {
+					return err
+				}
+				d.RetryAfter = max(releaseAfter(flights, now, amount-b.Available), 0)
+			}
+		}
+		if b.InFlight > 0 {
+			last, err := c.lastExpiry(ctx, ids[i], now)
+			if err != nil {
+				return err
+			}
+			d.ResetAfter = time.Duration(last - min(last, now))
+		}
+	}
+	return nil
+}
+
+// lastExpiry returns the cluster time at which the last unit now in flight
+// out of uid returns, from its newest pending transfers.
+func (c *Client) lastExpiry(ctx context.Context, uid ID, now uint64) (uint64, error) {
+	f := tb.AccountFilter{
+		AccountID: uid.tb(),
+		Limit:     16,
+		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
+	}
+	page, err := call(ctx, c, func() ([]tb.Transfer, error) { return c.tb.GetAccountTransfers(f) })
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	for _, t := range page {
+		if t.TransferFlags().Pending {
+			last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+		}
+	}
+	return max(last, now), nil
+}
+
+// unavailableDecisions applies the Client's Policy to a chain whose answer
+// did not come.
+func (c *Client) unavailableDecisions(chain []tb.Transfer, err error) ([]Decision, error) {
+	if !errors.Is(err, ErrUnavailable) {
+		return nil, err
+	}
+	ds := make([]Decision, len(chain))
+	for i := range ds {
+		ds[i] = Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: fromTB(chain[i].ID)}
+	}
+	if c.unavailable == ReturnError {
+		return ds, &attemptError{id: fromTB(chain[0].ID), err: err}
+	}
+	return ds, nil
+}

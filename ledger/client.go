@@ -1,0 +1,245 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// Client keeps limits in a TigerBeetle cluster, or in anything else that
+// implements tigerbeetle-go's Client interface, such as the embedded engine
+// in package ledger/embedded.
+//
+// A Client is safe for concurrent use and should be shared: the TigerBeetle
+// client batches concurrent calls into one request. Every method takes a
+// context; since the TigerBeetle client itself never times out, a Client
+// enforces the context's deadline (or the default timeout of WithTimeout when
+// the context has none) and returns ErrUnavailable when it passes. A call that
+// timed out may still be applied by the cluster afterwards.
+type Client struct {
+	tb          tb.Client
+	inProcess   bool
+	now         func() time.Time
+	timeout     time.Duration
+	maxWaiting  int64
+	waiting     atomic.Int64
+	unavailable Policy
+	closeTB     bool
+}
+
+// Policy says what a decision returns when the cluster is unavailable.
+type Policy uint8
+
+const (
+	// ReturnError returns the error (wrapping ErrUnavailable) and a
+	// Decision that does not allow. It is the default.
+	ReturnError Policy = iota
+	// FailOpen allows the request and returns no error; the Decision is
+	// marked Unavailable. Money is never paid open: Pay always returns the
+	// error.
+	FailOpen
+	// FailClosed denies the request and returns no error; the Decision is
+	// marked Unavailable.
+	FailClosed
+)
+
+// String returns "error", "open" or "closed".
+func (p Policy) String() string {
+	switch p {
+	case ReturnError:
+		return "error"
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout sets how long a call may wait for the cluster when its context
+// has no deadline (default 5s).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithUnavailable sets what decisions return when the cluster is unavailable.
+func WithUnavailable(p Policy) Option { return func(c *Client) { c.unavailable = p } }
+
+// WithMaxWaiting bounds how many calls may wait for an unresponsive cluster at
+// once (default 65536). Beyond it calls fail at once with ErrUnavailable
+// instead of piling up goroutines.
+func WithMaxWaiting(n int) Option { return func(c *Client) { c.maxWaiting = int64(n) } }
+
+// WithClock sets the clock used to tell how long ago a cluster timestamp was,
+// for Inspect (default: the clock of an engine that has a Now method, such
+// as the embedded engine, else time.Now).
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// New returns a Client that keeps limits through c. Close does not close c.
+func New(c tb.Client, opts ...Option) *Client {
+	cl := &Client{tb: c, timeout: 5 * time.Second, maxWaiting: 1 << 16, now: time.Now}
+	if e, ok := c.(interface{ Now() time.Time }); ok {
+		cl.now = e.Now
+	}
+	if e, ok := c.(interface{ InProcess() bool }); ok {
+		cl.inProcess = e.InProcess()
+	}
+	for _, o := range opts {
+		o(cl)
+	}
+	return cl
+}
+
+// Dial connects to a TigerBeetle cluster. It does not wait for the cluster:
+// use Ping for that. Close closes the connection.
+func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error) {
+	if len(addresses) == 0 {
+		return nil, fmt.Errorf("ledger: dial: no addresses")
+	}
+	c, err := tb.NewClient(tb.ToUint128(clusterID), addresses)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: dial %v: %w", addresses, err)
+	}
+	cl := New(c, opts...)
+	cl.closeTB = true
+	return cl, nil
+}
+
+// Close releases the connection if Dial made it. Calls still waiting for an
+// unresponsive cluster return ErrUnavailable.
+func (c *Client) Close() {
+	if c.closeTB {
+		c.tb.Close()
+	}
+}
+
+// Ping waits until the cluster answers, or ctx is done.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := call(ctx, c, func() (struct{}, error) { return struct{}{}, c.tb.Nop() })
+	return err
+}
+
+// call runs f against the TigerBeetle client within ctx's deadline. A call
+// that outlives its deadline keeps running in the background until the
+// client answers or is closed; its result is dropped.
+func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if c.inProcess {
+		v, err := f()
+		return v, tbError(err)
+	}
+	if c.waiting.Add(1) > c.maxWaiting {
+		c.waiting.Add(-1)
+		return zero, fmt.Errorf("%w: %d calls already waiting for the cluster", ErrUnavailable, c.maxWaiting)
+	}
+	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer c.waiting.Add(-1)
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, tbError(r.err)
+	case <-ctx.Done():
+		return zero, fmt.Errorf("%w: no answer: %w", ErrUnavailable, context.Cause(ctx))
+	}
+}
+
+func tbError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tb.ErrTooMuchData):
+		return fmt.Errorf("%w: %w", ErrTooMany, err)
+	case errors.Is(err, tb.ErrClientClosed), errors.Is(err, tb.ErrClientEvicted),
+		errors.Is(err, tb.ErrClientReleaseTooLow), errors.Is(err, tb.ErrClientReleaseTooHigh):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("ledger: tigerbeetle: %w", err)
+}
+
+// createTransfers sends transfers as one request and returns one status per
+// transfer (TransferExists folded into TransferCreated).
+func (c *Client) createTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.CreateTransferResult, error) {
+	if len(ts) > BatchMax {
+		return nil, fmt.Errorf("%w: %d transfers, at most %d", ErrTooMany, len(ts), BatchMax)
+	}
+	res, err := call(ctx, c, func() ([]tb.CreateTransferResult, error) { return c.tb.CreateTransfers(ts) })
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(ts) {
+		return nil, fmt.Errorf("ledger: create_transfers: %d results for %d transfers", len(res), len(ts))
+	}
+	for i := range res {
+		if res[i].Status == tb.TransferExists {
+			res[i].Status = tb.TransferCreated
+		}
+	}
+	return res, nil
+}
+
+func (c *Client) createAccounts(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
+	if len(as) > BatchMax {
+		return nil, fmt.Errorf("%w: %d accounts, at most %d", ErrTooMany, len(as), BatchMax)
+	}
+	res, err := call(ctx, c, func() ([]tb.CreateAccountResult, error) { return c.tb.CreateAccounts(as) })
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(as) {
+		return nil, fmt.Errorf("ledger: create_accounts: %d results for %d accounts", len(res), len(as))
+	}
+	for i := range res {
+		if res[i].Status == tb.AccountExists {
+			res[i].Status = tb.AccountCreated
+		}
+	}
+	return res, nil
+}
+
+func (c *Client) lookupAccounts(ctx context.Context, ids ...ID) ([]tb.Account, error) {
+	u := make([]tb.Uint128, len(ids))
+	for i, id := range ids {
+		u[i] = id.tb()
+	}
+	return call(ctx, c, func() ([]tb.Account, error) { return c.tb.LookupAccounts(u) })
+}
+
+// lookupAccount returns the account with id, or ok=false.
+func (c *Client) lookupAccount(ctx context.Context, id ID) (tb.Account, bool, error) {
+	as, err := c.lookupAccounts(ctx, id)
+	if err != nil || len(as) == 0 {
+		return tb.Account{}, false, err
+	}
+	return as[0], true, nil
+}
+
+// BatchMax is the most events one TigerBeetle request carries.
+const BatchMax = 8189
+
+func transferStatusError(i int, s tb.CreateTransferStatus) error {
+	return &StatusError{Op: "create_transfers", Index: i, Status: s.String(), Code: uint32(s)}
+}
+
+func accountStatusError(i int, s tb.CreateAccountStatus) error {
+	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
+}

@@ -1,0 +1,22 @@
+// Package ledger keeps rate, bandwidth and money limits as double-entry ledgers in TigerBeetle.
+//
+// Each limited resource is one TigerBeetle ledger with an operator account and
+// one account per user flagged debits_must_not_exceed_credits. The user's
+// limit is credited to the user's account; every admitted unit is a pending
+// transfer from the user to the operator with a timeout of one window, never
+// posted or voided, so that it returns by expiring. An account can never
+// debit more than it was credited, so a request over the limit fails with
+// exceeds_credits: a denial, not an error. At most the limit is admitted in
+// any interval of one window (a sliding window log). A real cluster frees
+// expired units at, or shortly after, the expiry instant: it may deny a
+// little late; it never admits too much.
+//
+// Money limits pair a pending reservation on the limit ledger with the
+// payment on a currency ledger, linked so that both happen or neither does.
+// The same linking applies several limits to one request all-or-nothing
+// (AcquireAll).
+//
+// This package is the only one that talks to TigerBeetle. It works on any
+// tigerbeetle-go Client: a real cluster (Dial) or the embedded engine in
+// ledger/embedded (New). Most callers want the limiters in package recipes.
+package ledger

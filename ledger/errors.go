@@ -1,0 +1,48 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrUnavailable means the cluster did not answer within the call's
+	// deadline, or the client was closed. The call may still be applied
+	// later: a reservation sent before the deadline can count against the
+	// limit afterwards (conservative: it never admits more).
+	ErrUnavailable = errors.New("ledger: cluster unavailable")
+	// ErrInvalidResource means a Resource definition is not valid.
+	ErrInvalidResource = errors.New("ledger: invalid resource")
+	// ErrInvalidWindow means a window is not a whole number of seconds
+	// between 1 and 2^32-1.
+	ErrInvalidWindow = errors.New("ledger: invalid window")
+	// ErrInvalidAmount means an amount is zero or too large.
+	ErrInvalidAmount = errors.New("ledger: invalid amount")
+	// ErrInvalidKey means a user key is empty or too long.
+	ErrInvalidKey = errors.New("ledger: invalid user key")
+	// ErrInvalidID means an ID could not be parsed.
+	ErrInvalidID = errors.New("ledger: invalid ID")
+	// ErrUnknownResource means no resource exists on the ledger.
+	ErrUnknownResource = errors.New("ledger: unknown resource")
+	// ErrUnknownUser means the user has no account on the resource's
+	// ledger (or currency ledger) and the resource is not lazy.
+	ErrUnknownUser = errors.New("ledger: unknown user")
+	// ErrResourceMismatch means a resource already exists on the ledger
+	// with a different definition.
+	ErrResourceMismatch = errors.New("ledger: resource exists with a different definition")
+	// ErrTooMany means a batch holds more events than one request can carry.
+	ErrTooMany = errors.New("ledger: too many events in one batch")
+)
+
+// StatusError reports a TigerBeetle result that this package did not expect:
+// which operation, which event of the batch, and the status TigerBeetle gave.
+type StatusError struct {
+	Op     string // "create_accounts" or "create_transfers"
+	Index  int    // the event's index in the batch
+	Status string // TigerBeetle's name for the status, e.g. "TransferExceedsDebits"
+	Code   uint32 // TigerBeetle's numeric status
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("ledger: %s: event %d: unexpected status %s (%d)", e.Op, e.Index, e.Status, e.Code)
+}

@@ -1,0 +1,144 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// ID is a TigerBeetle object ID (128 bits), shown as 32 hex digits.
+type ID [16]byte
+
+// String returns the ID as 32 lowercase hex digits, most significant first.
+func (id ID) String() string {
+	var b [16]byte
+	for i := range 16 {
+		b[i] = id[15-i]
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// IsZero reports whether id is the zero ID (meaning "none").
+func (id ID) IsZero() bool { return id == ID{} }
+
+// ParseID parses the form String returns (up to 32 hex digits).
+func ParseID(s string) (ID, error) {
+	if len(s) == 0 || len(s) > 32 {
+		return ID{}, fmt.Errorf("%w: ID %q must be 1 to 32 hex digits", ErrInvalidID, s)
+	}
+	if len(s)%2 == 1 {
+		s = "0" + s
+	}
+	raw, err := hex.DecodeString(s)
+	if err != nil {
+		return ID{}, fmt.Errorf("%w: ID %q is not hex", ErrInvalidID, s)
+	}
+	var id ID
+	for i, b := range raw {
+		id[len(raw)-1-i] = b
+	}
+	return id, nil
+}
+
+// NewID returns a new unique, time-ordered ID, the kind TigerBeetle
+// recommends for transfers.
+func NewID() ID { return ID(tb.ID().Bytes()) }
+
+func (id ID) tb() tb.Uint128 { return tb.BytesToUint128(id) }
+
+func fromTB(u tb.Uint128) ID { return ID(u.Bytes()) }
+
+// Account codes. The operator code also records the resource's kind and
+// whether it provisions lazily: code = codeOperator + 10*kind + lazy.
+const (
+	codeOperator         = 1000
+	codeUser             = 2000
+	codeCurrencyOperator = 3000
+	codeCurrencyUser     = 3001
+)
+
+// Transfer codes: what every transfer written by this package is for, so
+// that an account's transfers read as an audit trail.
+const (
+	codeProvision   = 1  // operator -> user: the first limit
+	codeRaise       = 2  // operator -> user: a limit raised
+	codeLower       = 3  // user -> operator, posted balancing debit: a limit lowered
+	codeLowerPost   = 4  // post of an in-flight unit: a limit lowered while busy
+	codeRefund      = 5  // operator -> user: what posting an in-flight unit took too much
+	codeRefundLock  = 6  // user -> operator, pending: holds that refund until its unit would have returned
+	codeAcquire     = 10 // user -> operator, pending: units admitted
+	codeReserve     = 20 // user -> operator, pending, linked: money limit reservation
+	codePayment     = 21 // user -> destination on the currency ledger
+	codeFund        = 22 // currency operator -> user
+	codeConcurrency = 30 // user -> operator, pending: an in-flight lease, voided on release
+)
+
+// Roles keep the derived IDs of different purposes apart.
+const (
+	roleOperator byte = iota + 1
+	roleUser
+	roleCurrencyOperator
+	roleCurrencyUser
+	roleProvision
+	roleLimitChange
+	roleLowerPost
+	roleRefund
+	roleRefundLock
+	rolePayment
+)
+
+// derive returns a deterministic ID for (role, ledger, key): the first 16
+// bytes of SHA-256 over a versioned domain, so every process finds the same
+// account for the same key, and crafted keys cannot collide with others.
+func derive(role byte, ledger uint32, key string) ID {
+	h := sha256.New()
+	var head [len("tblimit/v1/") + 5]byte
+	copy(head[:], "tblimit/v1/")
+	head[11] = role
+	binary.LittleEndian.PutUint32(head[12:], ledger)
+	h.Write(head[:])
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var id ID
+	copy(id[:], sum[:16])
+	if id == (ID{}) || id == maxID {
+		id[0] ^= 1 // 0 and 2^128-1 are reserved by TigerBeetle.
+	}
+	return id
+}
+
+var maxID = ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// OperatorID is the ID of a resource's operator account on ledger.
+func OperatorID(ledger uint32) ID { return derive(roleOperator, ledger, "") }
+
+// UserID is the ID of user key's limit account on ledger.
+func UserID(ledger uint32, key string) ID { return derive(roleUser, ledger, key) }
+
+// CurrencyOperatorID is the ID of the account that funds users on a currency ledger.
+func CurrencyOperatorID(currency uint32) ID { return derive(roleCurrencyOperator, currency, "") }
+
+// CurrencyUserID is the ID of user key's account on a currency ledger.
+func CurrencyUserID(currency uint32, key string) ID { return derive(roleCurrencyUser, currency, key) }
+
+// stateID derives the ID of a limit change from the account's posted balance
+// when the change was computed. It works as a compare-and-set: two changes
+// computed from the same balance (concurrent SetLimit calls, or a retry) get
+// the same ID, so TigerBeetle applies only the first and the other sees
+// exists or exists_with_different_* and looks again, while any later change
+// starts from a different balance and gets a fresh ID. attempt counts the
+// IDs of this balance that TigerBeetle refused (id_already_failed).
+func stateID(account ID, credits, debits tb.Uint128, attempt uint64) ID {
+	var buf [16 + 16 + 16 + 8]byte
+	copy(buf[:16], account[:])
+	c := credits.Bytes()
+	d := debits.Bytes()
+	copy(buf[16:32], c[:])
+	copy(buf[32:48], d[:])
+	binary.LittleEndian.PutUint64(buf[48:], attempt)
+	return derive(roleLimitChange, 0, string(buf[:]))
+}

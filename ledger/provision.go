@@ -1,0 +1,467 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// operatorAccount encodes r in its operator account, so that every process
+// reads one definition of the resource from the cluster:
+// code = codeOperator + 10*kind + lazy, user_data_128 = name (12 bytes) and
+// currency ledger (4 bytes), user_data_64 = default limit, user_data_32 =
+// window in seconds.
+func operatorAccount(r Resource) tb.Account {
+	var ud [16]byte
+	copy(ud[:MaxNameLen], r.Name)
+	binary.LittleEndian.PutUint32(ud[12:], r.Currency)
+	code := codeOperator + 10*uint16(r.Kind)
+	if r.Lazy {
+		code++
+	}
+	secs, _ := WindowSeconds(r.Window)
+	return tb.Account{
+		ID:          OperatorID(r.Ledger).tb(),
+		UserData128: tb.BytesToUint128(ud),
+		UserData64:  r.DefaultLimit,
+		UserData32:  secs,
+		Ledger:      r.Ledger,
+		Code:        code,
+	}
+}
+
+func resourceFromAccount(a tb.Account) (Resource, error) {
+	ud := a.UserData128.Bytes()
+	code := int(a.Code) - codeOperator
+	r := Resource{
+		Name:         string(bytes.TrimRight(ud[:MaxNameLen], "\x00")),
+		Ledger:       a.Ledger,
+		Kind:         Kind(code / 10),
+		Lazy:         code%10 == 1,
+		Currency:     binary.LittleEndian.Uint32(ud[12:]),
+		DefaultLimit: a.UserData64,
+		Window:       time.Duration(a.UserData32) * time.Second,
+	}
+	if code < 0 || code%10 > 1 || r.Validate() != nil || OperatorID(a.Ledger) != fromTB(a.ID) {
+		return Resource{}, fmt.Errorf("%w: account %s on ledger %d is not a tblimit operator account", ErrUnknownResource, fromTB(a.ID), a.Ledger)
+	}
+	return r, nil
+}
+
+// CreateResource creates r's operator account (and, for money, the currency
+// ledger's operator account) unless they exist. It is idempotent: creating
+// the same resource again succeeds, while a different definition on the same
+// ledger fails with ErrResourceMismatch and changes nothing.
+func (c *Client) CreateResource(ctx context.Context, r Resource) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if old, err := c.Resource(ctx, r.Ledger); err == nil {
+		if old != r {
+			return fmt.Errorf("%w: ledger %d holds %v, not %v", ErrResourceMismatch, r.Ledger, old, r)
+		}
+	} else if !errors.Is(err, ErrUnknownResource) {
+		return err
+	}
+	accounts := []tb.Account{operatorAccount(r)}
+	if r.Kind == Money {
+		accounts = append(accounts, tb.Account{
+			ID: CurrencyOperatorID(r.Currency).tb(), Ledger: r.Currency, Code: codeCurrencyOperator,
+		})
+	}
+	res, err := c.createAccounts(ctx, accounts)
+	if err != nil {
+		return err
+	}
+	for i, s := range res {
+		switch {
+		case s.Status == tb.AccountCreated:
+		case strings.HasPrefix(s.Status.String(), "AccountExistsWith"):
+			if i == 0 {
+				return fmt.Errorf("%w: ledger %d: %s", ErrResourceMismatch, r.Ledger, s.Status)
+			}
+			return fmt.Errorf("%w: currency ledger %d has a foreign account where its operator should be: %s", ErrResourceMismatch, r.Currency, s.Status)
+		default:
+			return accountStatusError(i, s.Status)
+		}
+	}
+	return nil
+}
+
+// Resource reads the definition of the resource on ledger from the cluster.
+func (c *Client) Resource(ctx context.Context, ledger uint32) (Resource, error) {
+	a, ok, err := c.lookupAccount(ctx, OperatorID(ledger))
+	if err != nil {
+		return Resource{}, err
+	}
+	if !ok {
+		return Resource{}, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, ledger)
+	}
+	return resourceFromAccount(a)
+}
+
+// Resources lists every resource in the cluster, ordered by creation.
+func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
+	var all []tb.Account
+	for kind := Requests; kind <= Money; kind++ {
+		for lazy := uint16(0); lazy <= 1; lazy++ {
+			as, err := c.queryAccounts(ctx, tb.QueryFilter{Code: codeOperator + 10*uint16(kind) + lazy})
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, as...)
+		}
+	}
+	sortAccounts(all)
+	out := make([]Resource, 0, len(all))
+	for _, a := range all {
+		if r, err := resourceFromAccount(a); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// checkResource verifies that r is valid and matches the definition in the
+// cluster, so that nothing is written for an unknown or changed resource.
+func (c *Client) checkResource(ctx context.Context, r Resource) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	old, err := c.Resource(ctx, r.Ledger)
+	if err != nil {
+		return err
+	}
+	if old != r {
+		return fmt.Errorf("%w: ledger %d holds %v, not %v", ErrResourceMismatch, r.Ledger, old, r)
+	}
+	return nil
+}
+
+// UserLimit is one user's limit, for Provision.
+type UserLimit struct {
+	Key   string
+	Limit uint64
+}
+
+// Provision makes sure that users exist on r with the given limits: it
+// creates their accounts and credits each its limit exactly once however
+// often it is re-run or retried, and gives a user that already exists with a
+// different limit that limit (SetLimit). For money resources it also opens each
+// user's account on the currency ledger. Any number of users may be given:
+// they are sent in batches of up to BatchMax. Every key is validated before
+// anything is written.
+func (c *Client) Provision(ctx context.Context, r Resource, users ...UserLimit) error {
+	return c.provision(ctx, r, users, true)
+}
+
+// provision creates users and, when ensure is set, corrects the limits of
+// those that existed with other limits. Lazy provisioning does not ensure:
+// a limit set meanwhile by an operator must stand.
+func (c *Client) provision(ctx context.Context, r Resource, users []UserLimit, ensure bool) error {
+	seen := make(map[string]int, len(users))
+	for i, u := range users {
+		if err := validKey(u.Key); err != nil {
+			return fmt.Errorf("user %d: %w", i, err)
+		}
+		if j, dup := seen[u.Key]; dup {
+			return fmt.Errorf("%w: user %d: key %q is also user %d", ErrInvalidKey, i, u.Key, j)
+		}
+		seen[u.Key] = i
+	}
+	if err := c.checkResource(ctx, r); err != nil {
+		return err
+	}
+	per := BatchMax
+	if r.Kind == Money {
+		per = BatchMax / 2
+	}
+	for len(users) > 0 {
+		n := min(per, len(users))
+		if err := c.provisionBatch(ctx, r, users[:n], ensure); err != nil {
+			return err
+		}
+		users = users[n:]
+	}
+	return nil
+}
+
+func userAccount(r Resource, key string) tb.Account {
+	var ud [16]byte
+	if len(key) <= 16 {
+		copy(ud[:], key) // short keys are kept readable for listings
+	}
+	return tb.Account{
+		ID:          UserID(r.Ledger, key).tb(),
+		UserData128: tb.BytesToUint128(ud),
+		Ledger:      r.Ledger,
+		Code:        codeUser,
+		Flags:       tb.AccountFlags{DebitsMustNotExceedCredits: true}.ToUint16(),
+	}
+}
+
+func currencyAccount(currency uint32, key string) tb.Account {
+	a := userAccount(Resource{Ledger: currency}, key)
+	a.ID = CurrencyUserID(currency, key).tb()
+	a.Code = codeCurrencyUser
+	return a
+}
+
+func provisionTransfer(r Resource, key string, limit uint64) tb.Transfer {
+	return tb.Transfer{
+		ID:              derive(roleProvision, r.Ledger, key).tb(),
+		DebitAccountID:  OperatorID(r.Ledger).tb(),
+		CreditAccountID: UserID(r.Ledger, key).tb(),
+		Amount:          tb.ToUint128(limit),
+		Ledger:          r.Ledger,
+		Code:            codeProvision,
+	}
+}
+
+func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLimit, ensure bool) error {
+	accounts := make([]tb.Account, 0, 2*len(users))
+	for _, u := range users {
+		accounts = append(accounts, userAccount(r, u.Key))
+		if r.Kind == Money {
+			accounts = append(accounts, currencyAccount(r.Currency, u.Key))
+		}
+	}
+	ares, err := c.createAccounts(ctx, accounts)
+	if err != nil {
+		return err
+	}
+	for i, s := range ares {
+		if s.Status != tb.AccountCreated {
+			return fmt.Errorf("ledger: provision %q: %w", users[i/(len(accounts)/len(users))].Key, accountStatusError(i, s.Status))
+		}
+	}
+	transfers := make([]tb.Transfer, len(users))
+	for i, u := range users {
+		transfers[i] = provisionTransfer(r, u.Key, u.Limit)
+	}
+	tres, err := c.createTransfers(ctx, transfers)
+	if err != nil {
+		return err
+	}
+	for i, s := range tres {
+		if s.Status != tb.TransferCreated && s.Status != tb.TransferExistsWithDifferentAmount {
+			return fmt.Errorf("ledger: provision %q: %w", users[i].Key, transferStatusError(i, s.Status))
+		}
+	}
+	if !ensure {
+		return nil
+	}
+	ids := make([]ID, len(users))
+	for i, u := range users {
+		ids[i] = UserID(r.Ledger, u.Key)
+	}
+	found, err := c.lookupAccounts(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	limits := make(map[ID]uint64, len(found))
+	for _, a := range found {
+		b, err := balanceOf(a)
+		if err != nil {
+			return err
+		}
+		limits[fromTB(a.ID)] = b.Limit
+	}
+	for i, u := range users {
+		if got, ok := limits[ids[i]]; !ok || got != u.Limit {
+			if err := c.SetLimit(ctx, r, u.Key, u.Limit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SetLimit changes user key's limit on r to limit. Raising credits the
+// difference at once. Lowering takes back what is available at once and, for
+// the rest, turns units in flight into permanent debits, so that the account
+// never admits more than the new limit once the units now in flight have
+// expired, and meanwhile admits nothing it could not have admitted under the
+// old limit. It is correct with requests in flight and with concurrent
+// SetLimit calls (each change is a compare-and-set on the account's posted
+// balance), and idempotent: setting the limit a user already has writes
+// nothing.
+func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uint64) error {
+	if err := validKey(key); err != nil {
+		return err
+	}
+	if err := c.checkResource(ctx, r); err != nil {
+		return err
+	}
+	uid := UserID(r.Ledger, key)
+	var attempt uint64
+	var lastState [2]tb.Uint128
+	for step := 0; ; step++ {
+		if step == maxLimitSteps {
+			return fmt.Errorf("ledger: set limit of %q: no progress after %d steps", key, step)
+		}
+		a, ok, err := c.lookupAccount(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+		}
+		if state := [2]tb.Uint128{a.CreditsPosted, a.DebitsPosted}; state != lastState {
+			lastState, attempt = state, 0
+		}
+		b, err := balanceOf(a)
+		if err != nil {
+			return err
+		}
+		if b.Limit == limit {
+			return nil
+		}
+		id := stateID(uid, a.CreditsPosted, a.DebitsPosted, attempt)
+		var t []tb.Transfer
+		switch {
+		case limit > b.Limit:
+			t = []tb.Transfer{{
+				ID:              id.tb(),
+				DebitAccountID:  OperatorID(r.Ledger).tb(),
+				CreditAccountID: uid.tb(),
+				Amount:          tb.ToUint128(limit - b.Limit),
+				Ledger:          r.Ledger,
+				Code:            codeRaise,
+			}}
+		case b.Available > 0:
+			// A balancing debit moves as much as is available, up to the
+			// difference.
+			t = []tb.Transfer{{
+				ID:              id.tb(),
+				DebitAccountID:  uid.tb(),
+				CreditAccountID: OperatorID(r.Ledger).tb(),
+				Amount:          tb.ToUint128(b.Limit - limit),
+				Ledger:          r.Ledger,
+				Code:            codeLower,
+				Flags:           tb.TransferFlags{BalancingDebit: true}.ToUint16(),
+			}}
+		default:
+			t, err = c.lowerInFlight(ctx, r, uid, b.Limit-limit)
+			if err != nil {
+				return fmt.Errorf("ledger: lower limit of %q: %w", key, err)
+			}
+			if t == nil {
+				continue // what was in flight expired meanwhile
+			}
+		}
+		res, err := c.createTransfers(ctx, t)
+		if err != nil {
+			return err
+		}
+		for i, s := range res {
+			switch s.Status {
+			case tb.TransferCreated, tb.TransferLinkedEventFailed:
+			case tb.TransferIDAlreadyFailed:
+				attempt++
+			case tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
+				tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
+				// Raced with requests, expiry or another SetLimit: look again.
+			default:
+				if strings.HasPrefix(s.Status.String(), "TransferExistsWith") {
+					continue // another change from the same balance won
+				}
+				return fmt.Errorf("ledger: set limit of %q: %w", key, transferStatusError(i, s.Status))
+			}
+		}
+	}
+}
+
+// maxLimitSteps bounds SetLimit's loop; each step makes progress unless it
+// races, so this is only reached if something is wrong.
+const maxLimitSteps = 10000
+
+// lowerInFlight returns the chain that takes up to by units of limit back
+// when none is available: it posts the unit in flight that returns first,
+// making it permanent. If that unit is larger than what is left to take, the
+// excess is given back and held by a pending transfer until the unit would
+// have returned, so nothing returns earlier than it would have. It returns
+// nil when nothing is in flight any more.
+func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint64) ([]tb.Transfer, error) {
+	now := uint64(c.now().UnixNano())
+	flights, err := c.inFlight(ctx, uid, r.Window, now, 1)
+	if err != nil || len(flights) == 0 {
+		return nil, err
+	}
+	f := flights[0]
+	op := OperatorID(r.Ledger).tb()
+	post := tb.Transfer{
+		ID:              derive(roleLowerPost, 0, string(f.id[:])).tb(),
+		PendingID:       f.id.tb(),
+		DebitAccountID:  uid.tb(),
+		CreditAccountID: op,
+		Amount:          tb.ToUint128(f.amount),
+		Ledger:          r.Ledger,
+		Code:            f.code,
+		Flags:           tb.TransferFlags{PostPendingTransfer: true}.ToUint16(),
+	}
+	if f.amount <= by {
+		return []tb.Transfer{post}, nil
+	}
+	excess := f.amount - by
+	post.Flags = tb.TransferFlags{PostPendingTransfer: true, Linked: true}.ToUint16()
+	refund := tb.Transfer{
+		ID:              derive(roleRefund, 0, string(f.id[:])).tb(),
+		DebitAccountID:  op,
+		CreditAccountID: uid.tb(),
+		Amount:          tb.ToUint128(excess),
+		Ledger:          r.Ledger,
+		Code:            codeRefund,
+		Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
+	}
+	// The hold lasts until the unit would have expired, rounded up, plus a
+	// second for the difference between this clock and the cluster's.
+	secs := (f.expires-min(now, f.expires)+uint64(time.Second)-1)/uint64(time.Second) + 1
+	hold := tb.Transfer{
+		ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
+		DebitAccountID:  uid.tb(),
+		CreditAccountID: op,
+		Amount:          tb.ToUint128(excess),
+		Timeout:         uint32(min(secs, math.MaxUint32)),
+		Ledger:          r.Ledger,
+		Code:            codeRefundLock,
+		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+	}
+	return []tb.Transfer{post, refund, hold}, nil
+}
+
+// createOne creates one transfer whose only acceptable outcome is created
+// (or exists). id_already_failed is passed through as a StatusError.
+func (c *Client) createOne(ctx context.Context, t tb.Transfer) error {
+	res, err := c.createTransfers(ctx, []tb.Transfer{t})
+	if err != nil {
+		return err
+	}
+	if res[0].Status != tb.TransferCreated {
+		return transferStatusError(0, res[0].Status)
+	}
+	return nil
+}
+
+func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Account, error) {
+	var out []tb.Account
+	for {
+		f.Limit = BatchMax
+		page, err := call(ctx, c, func() ([]tb.Account, error) { return c.tb.QueryAccounts(f) })
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			return out, nil // a server may return fewer than asked: only an empty page ends
+		}
+		out = append(out, page...)
+		f.TimestampMin = page[len(page)-1].Timestamp + 1
+	}
+}

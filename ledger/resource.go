@@ -1,0 +1,171 @@
+package ledger
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Kind says what a resource counts.
+type Kind uint8
+
+const (
+	// Requests counts requests: one unit per admitted request.
+	Requests Kind = 1
+	// Bytes counts bandwidth: one unit per byte.
+	Bytes Kind = 2
+	// Money counts an amount of a currency in its smallest unit (cents for USD).
+	// A money resource pairs its limit ledger with a currency ledger.
+	Money Kind = 3
+)
+
+// String returns "requests", "bytes" or "money".
+func (k Kind) String() string {
+	switch k {
+	case Requests:
+		return "requests"
+	case Bytes:
+		return "bytes"
+	case Money:
+		return "money"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// ParseKind parses the names String returns.
+func ParseKind(s string) (Kind, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "requests", "request":
+		return Requests, nil
+	case "bytes", "byte", "bandwidth":
+		return Bytes, nil
+	case "money":
+		return Money, nil
+	}
+	return 0, fmt.Errorf("%w: kind %q (want requests, bytes or money)", ErrInvalidResource, s)
+}
+
+// MaxWindow is the longest window a resource can have: TigerBeetle's pending
+// transfer timeout is a 32-bit number of seconds.
+const MaxWindow = time.Duration(math.MaxUint32) * time.Second
+
+// MaxNameLen is the longest resource name: the name is stored in the operator
+// account, so that every process reads the same definition from the cluster.
+const MaxNameLen = 12
+
+// Resource is one limited resource, kept as one TigerBeetle ledger: an
+// operator account and one account per user whose credits are the user's
+// limit. Every admitted unit is a pending transfer from the user to the
+// operator that expires after Window, so at most the user's limit is
+// admitted in any interval of length Window.
+//
+// A Resource is a plain value; build it with a struct literal and it is
+// validated by every call that uses it (see Validate). Its definition is
+// stored in the operator account when the resource is created and cannot be
+// changed afterwards (TigerBeetle accounts are immutable): per-user limits can.
+type Resource struct {
+	// Name identifies the resource to people: 1 to 12 characters of
+	// a-z, 0-9, '-', '_' and '.'.
+	Name string
+	// Ledger is the TigerBeetle ledger number of the limit (not 0).
+	Ledger uint32
+	// Kind says what a unit is.
+	Kind Kind
+	// Window is how long an admitted unit counts against the limit: whole
+	// seconds, from one second to MaxWindow.
+	Window time.Duration
+	// DefaultLimit is the limit given to a user provisioned without an
+	// explicit limit, and to users created lazily on their first decision.
+	DefaultLimit uint64
+	// Lazy provisions an unknown user with DefaultLimit inside its first
+	// decision, so that no table of users has to be kept in advance.
+	// Money resources are never lazy.
+	Lazy bool
+	// Currency is, for Money only, the ledger of the currency whose
+	// payments the limit applies to (not 0, not Ledger).
+	Currency uint32
+}
+
+// Validate reports what is wrong with r, or nil.
+func (r Resource) Validate() error {
+	if err := validName(r.Name); err != nil {
+		return err
+	}
+	if r.Ledger == 0 {
+		return fmt.Errorf("%w: %q: ledger must not be 0", ErrInvalidResource, r.Name)
+	}
+	switch r.Kind {
+	case Requests, Bytes:
+		if r.Currency != 0 {
+			return fmt.Errorf("%w: %q: only a money resource has a currency ledger", ErrInvalidResource, r.Name)
+		}
+	case Money:
+		if r.Currency == 0 {
+			return fmt.Errorf("%w: %q: a money resource needs a currency ledger", ErrInvalidResource, r.Name)
+		}
+		if r.Currency == r.Ledger {
+			return fmt.Errorf("%w: %q: the currency ledger must differ from the limit ledger %d", ErrInvalidResource, r.Name, r.Ledger)
+		}
+		if r.Lazy {
+			return fmt.Errorf("%w: %q: money resources cannot provision users lazily", ErrInvalidResource, r.Name)
+		}
+	default:
+		return fmt.Errorf("%w: %q: unknown kind %d", ErrInvalidResource, r.Name, r.Kind)
+	}
+	if _, err := WindowSeconds(r.Window); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidResource, r.Name, err)
+	}
+	return nil
+}
+
+// String describes r, e.g. "api (requests, ledger 1): 10 per 1m0s".
+func (r Resource) String() string {
+	s := fmt.Sprintf("%s (%s, ledger %d", r.Name, r.Kind, r.Ledger)
+	if r.Kind == Money {
+		s += fmt.Sprintf(", currency ledger %d", r.Currency)
+	}
+	return s + fmt.Sprintf("): %d per %s", r.DefaultLimit, r.Window)
+}
+
+// WindowSeconds converts a window to TigerBeetle's timeout: a whole number of
+// seconds from 1 to 2^32-1. Anything else is an error, never rounded.
+func WindowSeconds(w time.Duration) (uint32, error) {
+	switch {
+	case w < time.Second:
+		return 0, fmt.Errorf("%w: %s is shorter than one second", ErrInvalidWindow, w)
+	case w%time.Second != 0:
+		return 0, fmt.Errorf("%w: %s is not a whole number of seconds", ErrInvalidWindow, w)
+	case w > MaxWindow:
+		return 0, fmt.Errorf("%w: %s is longer than %d seconds", ErrInvalidWindow, w, uint32(math.MaxUint32))
+	}
+	return uint32(w / time.Second), nil
+}
+
+func validName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidResource)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name %q is longer than %d characters", ErrInvalidResource, name, MaxNameLen)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("%w: name %q: character %q is not one of a-z 0-9 - _ .", ErrInvalidResource, name, c)
+		}
+	}
+	return nil
+}
+
+// MaxKeyLen is the longest user key accepted.
+const MaxKeyLen = 1024
+
+func validKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty user key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: user key of %d bytes is longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}

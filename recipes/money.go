@@ -1,0 +1,43 @@
+package recipes
+
+import (
+	"context"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// MoneyPerWindow limits how much each user may pay per window, e.g. 1000 USD
+// a day. A payment is a linked pair: a pending reservation on the limit
+// ledger, expiring after the window, and the payment itself on the currency
+// ledger. Both happen or neither does: over the limit, or short of funds,
+// nothing is written to either ledger.
+//
+// A MoneyPerWindow is safe for concurrent use. Most callers want Pay.
+type MoneyPerWindow struct{ limiter }
+
+// NewMoneyPerWindow returns a money limiter with the default limit l (e.g.
+// Amount(1000_00).Per(24*time.Hour)) for payments on the currency ledger. It
+// does no I/O: call Create once.
+func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (*MoneyPerWindow, error) {
+	base, err := newLimiter(c, cfg, ledger.Money, l, currency)
+	if err != nil {
+		return nil, err
+	}
+	return &MoneyPerWindow{base}, nil
+}
+
+// Pay moves amount from user from to user to if from's limit and funds allow,
+// and reports why not otherwise (Decision.Reason).
+func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64) (Decision, error) {
+	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount})
+}
+
+// Fund credits amount to user key's account on the currency ledger.
+func (m *MoneyPerWindow) Fund(ctx context.Context, key string, amount uint64) error {
+	return m.c.Fund(ctx, m.res.Currency, ledger.Request{User: key, Amount: amount})
+}
+
+// Funds returns how much user key holds on the currency ledger.
+func (m *MoneyPerWindow) Funds(ctx context.Context, key string) (uint64, error) {
+	return m.c.Funds(ctx, m.res.Currency, key)
+}

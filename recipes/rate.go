@@ -1,0 +1,34 @@
+package recipes
+
+import (
+	"context"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// RequestRate admits at most N requests per window for each user: every
+// admitted request is one unit held for one window.
+//
+// A RequestRate is safe for concurrent use. Most callers want Allow.
+type RequestRate struct{ limiter }
+
+// NewRequestRate returns a request rate limiter with the default limit l.
+// It does no I/O: call Create once to create its ledger accounts.
+func NewRequestRate(c *ledger.Client, cfg Config, l Limit) (*RequestRate, error) {
+	base, err := newLimiter(c, cfg, ledger.Requests, l, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &RequestRate{base}, nil
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (r *RequestRate) Allow(ctx context.Context, key string) (Decision, error) {
+	return r.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n requests of user key may happen now, and takes
+// them if so. A denial is a Decision with Allowed false, not an error.
+func (r *RequestRate) AllowN(ctx context.Context, key string, n uint64) (Decision, error) {
+	return r.c.Acquire(ctx, r.res, ledger.Request{User: key, Amount: n})
+}

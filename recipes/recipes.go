@@ -1,0 +1,73 @@
+package recipes
+
+import (
+	"context"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// Decision is the answer to a request; see ledger.Decision.
+type Decision = ledger.Decision
+
+// Usage is a user's state on a limit; see ledger.Usage.
+type Usage = ledger.Usage
+
+// Config names the TigerBeetle ledger a limiter keeps its accounts on.
+type Config struct {
+	// Name identifies the limit: 1 to 12 characters of a-z 0-9 - _ .
+	Name string
+	// Ledger is the TigerBeetle ledger number, one per limit.
+	Ledger uint32
+	// Lazy gives a user seen for the first time the default limit within
+	// its first decision, instead of ErrUnknownUser (not for money).
+	Lazy bool
+}
+
+// limiter is what the recipes share: one resource on one Client.
+type limiter struct {
+	c   *ledger.Client
+	res ledger.Resource
+}
+
+func newLimiter(c *ledger.Client, cfg Config, kind ledger.Kind, l Limit, currency uint32) (limiter, error) {
+	if err := l.Validate(); err != nil {
+		return limiter{}, err
+	}
+	res := ledger.Resource{
+		Name: cfg.Name, Ledger: cfg.Ledger, Kind: kind, Window: l.Window,
+		DefaultLimit: l.N, Lazy: cfg.Lazy, Currency: currency,
+	}
+	if err := res.Validate(); err != nil {
+		return limiter{}, err
+	}
+	return limiter{c: c, res: res}, nil
+}
+
+// Resource returns the limit's definition in the ledger.
+func (l *limiter) Resource() ledger.Resource { return l.res }
+
+// Create creates the limit's ledger accounts in the cluster. It is
+// idempotent; it fails with ledger.ErrResourceMismatch if the ledger holds a
+// different limit.
+func (l *limiter) Create(ctx context.Context) error { return l.c.CreateResource(ctx, l.res) }
+
+// AddUser provisions user key with the default limit (exactly once however
+// often it runs).
+func (l *limiter) AddUser(ctx context.Context, key string) error {
+	return l.c.Provision(ctx, l.res, ledger.UserLimit{Key: key, Limit: l.res.DefaultLimit})
+}
+
+// SetLimit gives user key its own limit per window, provisioning the user if
+// needed (see ledger.Client.SetLimit for how a lower limit takes effect).
+func (l *limiter) SetLimit(ctx context.Context, key string, n uint64) error {
+	return l.c.Provision(ctx, l.res, ledger.UserLimit{Key: key, Limit: n})
+}
+
+// Inspect returns user key's limit, units in flight and when they return.
+func (l *limiter) Inspect(ctx context.Context, key string) (Usage, error) {
+	return l.c.Inspect(ctx, l.res, key)
+}
+
+// Window returns how long an admitted unit counts against the limit.
+func (l *limiter) Window() time.Duration { return l.res.Window }
