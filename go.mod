@@ -2,4 +2,9 @@ module github.com/tblimit/tblimit
 
 go 1.26
 
-require github.com/tigerbeetle/tigerbeetle-go v0.17.9 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/tigerbeetle/tigerbeetle-go v0.17.9 // indirect
+)

@@ -1,0 +1,268 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+var (
+	// ErrUnsupported is returned, wrapped, by the operations the engine does
+	// not implement (GetChangeEvents).
+	ErrUnsupported = errors.New("embedded: unsupported operation")
+)
+
+// Engine is an in-process TigerBeetle: it implements tb.Client with the
+// state machine of a TigerBeetle 0.17.9 cluster, so that code written for a
+// real cluster runs unchanged against it. Create one with New; the zero
+// value is not usable.
+//
+// An Engine is safe for concurrent use by multiple goroutines; requests are
+// applied one at a time, in the order they take the engine's lock, like a
+// cluster commits requests one at a time.
+type Engine struct {
+	clock Clock
+
+	mu     sync.Mutex
+	closed bool
+	last   uint64 // the latest cluster timestamp issued
+	st     *state
+	stats  Stats
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithClock sets the clock the engine reads cluster time from (default: the
+// system clock). Use a ManualClock to make pending transfers expire on
+// demand.
+func WithClock(c Clock) Option {
+	return func(e *Engine) { e.clock = c }
+}
+
+// New returns an empty engine: no accounts, no transfers.
+func New(opts ...Option) *Engine {
+	e := &Engine{clock: systemClock{}, st: newState()}
+	for _, opt := range opts {
+		opt(e)
+	}
+	return e
+}
+
+var _ tb.Client = (*Engine)(nil)
+
+// OpStats counts the requests of one operation and the events (accounts,
+// transfers, IDs or filters) they carried.
+type OpStats struct {
+	Requests uint64
+	Events   uint64
+}
+
+// Stats describes an engine's work and contents. Requests refused with an
+// error (closed engine, too much data) are not counted.
+type Stats struct {
+	CreateAccounts      OpStats
+	CreateTransfers     OpStats
+	LookupAccounts      OpStats
+	LookupTransfers     OpStats
+	GetAccountTransfers OpStats
+	GetAccountBalances  OpStats
+	QueryAccounts       OpStats
+	QueryTransfers      OpStats
+
+	Accounts  uint64 // accounts stored
+	Transfers uint64 // transfers stored (created ones; failed events are not stored)
+	Pending   uint64 // stored pending transfers not yet posted, voided or expired
+	Expired   uint64 // pending transfers released by their timeout
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.Accounts = uint64(len(e.st.accounts))
+	s.Transfers = uint64(e.st.transfers.n)
+	s.Pending = e.st.pendingCount
+	s.Expired = e.st.expiredCount
+	return s
+}
+
+// begin locks the engine for a request of n events asking for up to size
+// results, read at clock time now, and returns the request's base
+// timestamp: its events get base+1 .. base+n. Like a cluster's primary, it
+// never issues a timestamp at or below one already issued, even if the clock
+// goes backwards. On error the engine is left unlocked.
+func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return 0, tb.ErrClientClosed
+	}
+	if size > batchMax {
+		e.mu.Unlock()
+		return 0, tb.ErrTooMuchData
+	}
+	base = max(e.last+1, now)
+	e.last = base + uint64(n)
+	return base, nil
+}
+
+func (e *Engine) now() uint64 { return unixNanos(e.clock.Now()) }
+
+// The create requests below are the only way state changes (besides
+// expiry, which depends on time alone). Each is applied as a whole at its
+// base timestamp by commitAccounts / commitTransfers, deterministically:
+// recording (request, base) and replaying them in order rebuilds the state.
+
+// CreateAccounts creates accounts, with one result per account in order.
+func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, error) {
+	var results []tb.CreateAccountResult
+	if len(accounts) <= batchMax {
+		results = make([]tb.CreateAccountResult, len(accounts))
+	}
+	base, err := e.begin(e.now(), len(accounts), uint64(len(accounts)))
+	if err != nil {
+		return nil, err
+	}
+	e.commitAccounts(base, accounts, results)
+	e.stats.CreateAccounts.Requests++
+	e.stats.CreateAccounts.Events += uint64(len(accounts))
+	e.mu.Unlock()
+	return results, nil
+}
+
+func (e *Engine) commitAccounts(base uint64, accounts []tb.Account, results []tb.CreateAccountResult) {
+	e.st.expire(base + 1)
+	e.st.createAccounts(base, accounts, results)
+}
+
+// CreateTransfers creates transfers, with one result per transfer in order.
+func (e *Engine) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResult, error) {
+	var results []tb.CreateTransferResult
+	if len(transfers) <= batchMax {
+		results = make([]tb.CreateTransferResult, len(transfers))
+	}
+	base, err := e.begin(e.now(), len(transfers), uint64(len(transfers)))
+	if err != nil {
+		return nil, err
+	}
+	e.commitTransfers(base, transfers, results)
+	e.stats.CreateTransfers.Requests++
+	e.stats.CreateTransfers.Events += uint64(len(transfers))
+	e.mu.Unlock()
+	return results, nil
+}
+
+// commitTransfers first releases the pending transfers that expire at or
+// before the request's first timestamp, then executes the request.
+func (e *Engine) commitTransfers(base uint64, transfers []tb.Transfer, results []tb.CreateTransferResult) {
+	e.st.expire(base + 1)
+	e.st.createTransfers(base, transfers, results)
+}
+
+// read locks the engine for a read-only request of the given number of
+// events that asks for up to size results, and releases the pending
+// transfers that have expired by the request's timestamp.
+func (e *Engine) read(size uint64, events int, op *OpStats) error {
+	base, err := e.begin(e.now(), 0, size)
+	if err != nil {
+		return err
+	}
+	e.st.expire(base)
+	op.Requests++
+	op.Events += uint64(events)
+	return nil
+}
+
+// LookupAccounts returns the accounts with the given IDs, in the order
+// asked, leaving out those that do not exist.
+func (e *Engine) LookupAccounts(accountIDs []tb.Uint128) ([]tb.Account, error) {
+	if err := e.read(uint64(len(accountIDs)), len(accountIDs), &e.stats.LookupAccounts); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.lookupAccounts(accountIDs), nil
+}
+
+// LookupTransfers returns the transfers with the given IDs, in the order
+// asked, leaving out those that do not exist.
+func (e *Engine) LookupTransfers(transferIDs []tb.Uint128) ([]tb.Transfer, error) {
+	if err := e.read(uint64(len(transferIDs)), len(transferIDs), &e.stats.LookupTransfers); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.lookupTransfers(transferIDs), nil
+}
+
+// GetAccountTransfers returns the transfers of filter.AccountID that match
+// the filter, or none if the filter is invalid. A limit over 8189 is
+// tb.ErrTooMuchData.
+func (e *Engine) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, error) {
+	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountTransfers); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.getAccountTransfers(&filter), nil
+}
+
+// GetAccountBalances returns the balances of filter.AccountID after each of
+// its transfers that match the filter. Only accounts with flags.history keep
+// them; for others, or an invalid filter, it returns none.
+func (e *Engine) GetAccountBalances(filter tb.AccountFilter) ([]tb.AccountBalance, error) {
+	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountBalances); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.getAccountBalances(&filter), nil
+}
+
+// QueryAccounts returns the accounts that match the filter.
+func (e *Engine) QueryAccounts(filter tb.QueryFilter) ([]tb.Account, error) {
+	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryAccounts); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.queryAccounts(&filter), nil
+}
+
+// QueryTransfers returns the transfers that match the filter.
+func (e *Engine) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
+	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryTransfers); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return e.st.queryTransfers(&filter), nil
+}
+
+// GetChangeEvents is not implemented: it returns an error wrapping
+// ErrUnsupported (or tb.ErrClientClosed once closed).
+func (e *Engine) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, tb.ErrClientClosed
+	}
+	return nil, fmt.Errorf("%w: GetChangeEvents", ErrUnsupported)
+}
+
+// Nop does nothing; it fails only once the engine is closed.
+func (e *Engine) Nop() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return tb.ErrClientClosed
+	}
+	return nil
+}
+
+// Close closes the engine: every later call returns tb.ErrClientClosed.
+// Calling it again does nothing.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+}

@@ -1,0 +1,279 @@
+package embedded
+
+import (
+	"sort"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// Filter flags (tb.AccountFilterFlags, tb.QueryFilterFlags).
+const (
+	ffDebits          = 1 << 0
+	ffCredits         = 1 << 1
+	ffReversed        = 1 << 2
+	ffAccountPadding  = ^uint32(1<<3 - 1)
+	qfReversed        = 1 << 0
+	qfPadding         = ^uint32(1<<1 - 1)
+	accountFilterSize = 58
+)
+
+func (s *state) account(i uint32) tb.Account {
+	a := &s.accounts[i]
+	return tb.Account{
+		ID:             a.id,
+		DebitsPending:  a.dPend.tb(),
+		DebitsPosted:   a.dPost.tb(),
+		CreditsPending: a.cPend.tb(),
+		CreditsPosted:  a.cPost.tb(),
+		UserData128:    a.ud128,
+		UserData64:     a.ud64,
+		UserData32:     a.ud32,
+		Ledger:         a.ledger,
+		Code:           a.code,
+		Flags:          a.flags,
+		Timestamp:      a.ts,
+	}
+}
+
+func (s *state) transfer(i uint32) tb.Transfer {
+	x := s.transfers.at(i)
+	dr := &s.accounts[x.dr]
+	t := tb.Transfer{
+		ID:              s.transferIDs.key(i),
+		DebitAccountID:  dr.id,
+		CreditAccountID: s.accounts[x.cr].id,
+		Amount:          x.amount.tb(),
+		UserData128:     x.ud128,
+		UserData64:      x.ud64,
+		UserData32:      x.ud32,
+		Timeout:         x.timeout,
+		Ledger:          dr.ledger,
+		Code:            x.code,
+		Flags:           x.flags & tfUserFlagsMask,
+		Timestamp:       x.ts,
+	}
+	if x.flags&tfPostOrVoid != 0 {
+		t.PendingID = s.transferIDs.key(x.pending)
+	}
+	return t
+}
+
+func (s *state) lookupAccounts(ids []tb.Uint128) []tb.Account {
+	out := make([]tb.Account, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := s.accountIdx[id]; ok {
+			out = append(out, s.account(i))
+		}
+	}
+	return out
+}
+
+func (s *state) lookupTransfers(ids []tb.Uint128) []tb.Transfer {
+	out := make([]tb.Transfer, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := s.transferIDs.find(id); ok {
+			out = append(out, s.transfer(i))
+		}
+	}
+	return out
+}
+
+// timestampRange turns a filter's bounds (zero: unbounded) into an inclusive
+// range, or reports the filter invalid.
+func timestampRange(minTs, maxTs uint64) (lo, hi uint64, ok bool) {
+	if minTs == ^uint64(0) || maxTs == ^uint64(0) || (maxTs != 0 && minTs > maxTs) {
+		return 0, 0, false
+	}
+	lo, hi = minTs, maxTs
+	if lo == 0 {
+		lo = timestampMin
+	}
+	if hi == 0 {
+		hi = timestampMax
+	}
+	return lo, hi, true
+}
+
+// accountFilterValid reports whether TigerBeetle would run the scan at all;
+// an invalid filter gives an empty result.
+func accountFilterValid(f *tb.AccountFilter) bool {
+	return f.AccountID != tbZero && f.AccountID != tbMaxInt &&
+		f.Limit != 0 &&
+		f.Flags&(ffDebits|ffCredits) != 0 &&
+		f.Flags&ffAccountPadding == 0 &&
+		f.Reserved == [accountFilterSize]uint8{}
+}
+
+// accountTransfers returns the arena indexes of the transfers that match f,
+// in the requested order, at most f.Limit.
+func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
+	if !accountFilterValid(f) {
+		return nil, nil
+	}
+	lo, hi, ok := timestampRange(f.TimestampMin, f.TimestampMax)
+	if !ok {
+		return nil, nil
+	}
+	ai, ok := s.accountIdx[f.AccountID]
+	if !ok {
+		return nil, nil
+	}
+	a := &s.accounts[ai]
+	var debits, credits []uint32
+	if f.Flags&ffDebits != 0 {
+		debits = s.clip(a.debits, lo, hi)
+	}
+	if f.Flags&ffCredits != 0 {
+		credits = s.clip(a.credits, lo, hi)
+	}
+	reversed := f.Flags&ffReversed != 0
+	limit := int(f.Limit)
+	var out []uint32
+	// Merge the two ascending lists (indexes are in timestamp order).
+	i, j := 0, 0
+	if reversed {
+		i, j = len(debits)-1, len(credits)-1
+	}
+	for len(out) < limit {
+		var idx uint32
+		if reversed {
+			switch {
+			case i >= 0 && (j < 0 || debits[i] > credits[j]):
+				idx, i = debits[i], i-1
+			case j >= 0:
+				idx, j = credits[j], j-1
+			default:
+				return a, out
+			}
+		} else {
+			switch {
+			case i < len(debits) && (j >= len(credits) || debits[i] < credits[j]):
+				idx, i = debits[i], i+1
+			case j < len(credits):
+				idx, j = credits[j], j+1
+			default:
+				return a, out
+			}
+		}
+		x := s.transfers.at(idx)
+		if (f.UserData128 != tbZero && x.ud128 != f.UserData128) ||
+			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
+			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
+			(f.Code != 0 && x.code != f.Code) {
+			continue
+		}
+		out = append(out, idx)
+	}
+	return a, out
+}
+
+// clip returns the part of an ascending list of transfer indexes whose
+// timestamps lie in [lo, hi].
+func (s *state) clip(list []uint32, lo, hi uint64) []uint32 {
+	from := sort.Search(len(list), func(k int) bool { return s.transfers.at(list[k]).ts >= lo })
+	to := sort.Search(len(list), func(k int) bool { return s.transfers.at(list[k]).ts > hi })
+	if from >= to {
+		return nil
+	}
+	return list[from:to]
+}
+
+func (s *state) getAccountTransfers(f *tb.AccountFilter) []tb.Transfer {
+	_, idxs := s.accountTransfers(f)
+	out := make([]tb.Transfer, len(idxs))
+	for k, i := range idxs {
+		out[k] = s.transfer(i)
+	}
+	return out
+}
+
+func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
+	if !accountFilterValid(f) {
+		return make([]tb.AccountBalance, 0)
+	}
+	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts[ai].flags&afHistory == 0 {
+		return make([]tb.AccountBalance, 0)
+	}
+	a, idxs := s.accountTransfers(f)
+	out := make([]tb.AccountBalance, 0, len(idxs))
+	for _, i := range idxs {
+		k := sort.Search(len(a.history), func(k int) bool { return a.history[k].xfer >= i })
+		if k == len(a.history) || a.history[k].xfer != i {
+			continue // unreachable: every transfer of a history account has an entry
+		}
+		h := &a.history[k]
+		out = append(out, tb.AccountBalance{
+			DebitsPending:  h.dPend.tb(),
+			DebitsPosted:   h.dPost.tb(),
+			CreditsPending: h.cPend.tb(),
+			CreditsPosted:  h.cPost.tb(),
+			Timestamp:      s.transfers.at(i).ts,
+		})
+	}
+	return out
+}
+
+func queryFilterValid(f *tb.QueryFilter) bool {
+	return f.Limit != 0 && f.Flags&qfPadding == 0 && f.Reserved == [6]uint8{}
+}
+
+func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
+	out := make([]tb.Account, 0)
+	if !queryFilterValid(f) {
+		return out
+	}
+	lo, hi, ok := timestampRange(f.TimestampMin, f.TimestampMax)
+	if !ok {
+		return out
+	}
+	// Accounts are stored in timestamp order.
+	from := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts >= lo })
+	to := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts > hi })
+	match := func(a *acct) bool {
+		return (f.UserData128 == tbZero || a.ud128 == f.UserData128) &&
+			(f.UserData64 == 0 || a.ud64 == f.UserData64) &&
+			(f.UserData32 == 0 || a.ud32 == f.UserData32) &&
+			(f.Ledger == 0 || a.ledger == f.Ledger) &&
+			(f.Code == 0 || a.code == f.Code)
+	}
+	for n := 0; n < to-from && len(out) < int(f.Limit); n++ {
+		k := from + n
+		if f.Flags&qfReversed != 0 {
+			k = to - 1 - n
+		}
+		if match(&s.accounts[k]) {
+			out = append(out, s.account(uint32(k)))
+		}
+	}
+	return out
+}
+
+func (s *state) queryTransfers(f *tb.QueryFilter) []tb.Transfer {
+	out := make([]tb.Transfer, 0)
+	if !queryFilterValid(f) {
+		return out
+	}
+	lo, hi, ok := timestampRange(f.TimestampMin, f.TimestampMax)
+	if !ok {
+		return out
+	}
+	n := int(s.transfers.n)
+	from := sort.Search(n, func(k int) bool { return s.transfers.at(uint32(k)).ts >= lo })
+	to := sort.Search(n, func(k int) bool { return s.transfers.at(uint32(k)).ts > hi })
+	for c := 0; c < to-from && len(out) < int(f.Limit); c++ {
+		k := uint32(from + c)
+		if f.Flags&qfReversed != 0 {
+			k = uint32(to - 1 - c)
+		}
+		x := s.transfers.at(k)
+		if (f.UserData128 != tbZero && x.ud128 != f.UserData128) ||
+			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
+			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
+			(f.Ledger != 0 && s.accounts[x.dr].ledger != f.Ledger) ||
+			(f.Code != 0 && x.code != f.Code) {
+			continue
+		}
+		out = append(out, s.transfer(k))
+	}
+	return out
+}

@@ -1,0 +1,903 @@
+package embedded
+
+import (
+	"math"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// batchMax is the most events one request may carry, and the most results a
+// query may ask for, with TigerBeetle 0.17's default message size.
+const batchMax = 8189
+
+// Account flags (tb.AccountFlags).
+const (
+	afLinked                     = 1 << 0
+	afDebitsMustNotExceedCredits = 1 << 1
+	afCreditsMustNotExceedDebits = 1 << 2
+	afHistory                    = 1 << 3
+	afImported                   = 1 << 4
+	afClosed                     = 1 << 5
+	afPadding                    = ^uint16(1<<6 - 1)
+)
+
+// Transfer flags (tb.TransferFlags).
+const (
+	tfLinked        = 1 << 0
+	tfPending       = 1 << 1
+	tfPost          = 1 << 2
+	tfVoid          = 1 << 3
+	tfBalancingDr   = 1 << 4
+	tfBalancingCr   = 1 << 5
+	tfClosingDr     = 1 << 6
+	tfClosingCr     = 1 << 7
+	tfImported      = 1 << 8
+	tfPadding       = ^uint16(1<<9 - 1)
+	tfPostOrVoid    = tfPost | tfVoid
+	tfClosing       = tfClosingDr | tfClosingCr
+	tfUserFlagsMask = 1<<9 - 1
+)
+
+// The lifecycle of a pending transfer, kept in the top bits of xfer.flags
+// (bits TigerBeetle requires to be zero in every stored transfer).
+const (
+	stateShift   = 13
+	stateNone    = 0 // not a pending transfer
+	statePending = 1
+	statePosted  = 2
+	stateVoided  = 3
+	stateExpired = 4
+)
+
+// Cluster timestamps lie in [timestampMin, timestampMax].
+const (
+	timestampMin = 1
+	timestampMax = math.MaxUint64 - 1
+)
+
+// xfer is one stored transfer: 72 bytes, plus 16 for its ID in the idSet.
+// Ledger, account IDs and pending ID are recovered through the indexes.
+type xfer struct {
+	amount  u128
+	ud128   tb.Uint128
+	ud64    uint64
+	ts      uint64
+	dr, cr  uint32 // account indexes
+	ud32    uint32
+	timeout uint32
+	pending uint32 // arena index of the pending transfer (post/void only)
+	code    uint16
+	flags   uint16 // transfer flags | pending state << stateShift
+}
+
+func (x *xfer) state() uint16 { return x.flags >> stateShift }
+
+func (x *xfer) setState(s uint16) { x.flags = x.flags&tfUserFlagsMask | s<<stateShift }
+
+// expiresAt is when a pending transfer with a timeout expires.
+func (x *xfer) expiresAt() uint64 { return x.ts + uint64(x.timeout)*1e9 }
+
+type balances struct{ dPend, dPost, cPend, cPost u128 }
+
+// balance is one get_account_balances entry: the account's balances right
+// after transfer xfer.
+type balance struct {
+	xfer uint32
+	balances
+}
+
+type acct struct {
+	balances
+	id     tb.Uint128
+	ud128  tb.Uint128
+	ud64   uint64
+	ts     uint64
+	ud32   uint32
+	ledger uint32
+	code   uint16
+	flags  uint16
+
+	// Arena indexes of the transfers this account is the debit / credit
+	// account of, ascending (= timestamp order).
+	debits, credits []uint32
+	// history holds one entry per transfer, only with flags.history.
+	history []balance
+}
+
+func (a *acct) debitsExceedCredits(amount u128) bool {
+	if a.flags&afDebitsMustNotExceedCredits == 0 {
+		return false
+	}
+	// No overflow: the overflow checks ran first.
+	d, _ := a.dPend.add(a.dPost)
+	d, _ = d.add(amount)
+	return a.cPost.less(d)
+}
+
+func (a *acct) creditsExceedDebits(amount u128) bool {
+	if a.flags&afCreditsMustNotExceedDebits == 0 {
+		return false
+	}
+	c, _ := a.cPend.add(a.cPost)
+	c, _ = c.add(amount)
+	return a.dPost.less(c)
+}
+
+// undo is one step of a linked chain's rollback log.
+type undo struct {
+	kind  uint8
+	flags uint16
+	state uint16
+	idx   uint32
+	bal   balances
+}
+
+const (
+	undoAccount     = iota // restore the balances and flags of account idx
+	undoState              // restore the pending state of transfer idx
+	undoTransfer           // remove the last stored transfer
+	undoAccountNew         // remove the last created account
+)
+
+// state is TigerBeetle's state machine. It is deterministic: the same
+// requests applied with the same timestamps give the same state and results.
+// It is not safe for concurrent use; Engine serializes access.
+type state struct {
+	accounts   []acct
+	accountIdx map[tb.Uint128]uint32
+
+	transferIDs idSet     // index i is the ID of transfers.at(i)
+	transfers   xferArena // in timestamp order
+	failedIDs   idSet     // IDs of transfers that failed with a transient status
+	expiries    expiryHeap
+
+	pendingCount uint64 // transfers in statePending
+	expiredCount uint64
+
+	chain    bool   // inside a linked chain: record undo steps
+	undoLog  []undo // the current chain's changes
+	chainPre uint64 // pendingCount at the start of the chain
+}
+
+func newState() *state {
+	return &state{accountIdx: make(map[tb.Uint128]uint32)}
+}
+
+// lastTransferTimestamp is the greatest timestamp of a stored transfer.
+func (s *state) lastTransferTimestamp() uint64 {
+	if s.transfers.n == 0 {
+		return 0
+	}
+	return s.transfers.at(s.transfers.n - 1).ts
+}
+
+func (s *state) lastAccountTimestamp() uint64 {
+	if len(s.accounts) == 0 {
+		return 0
+	}
+	return s.accounts[len(s.accounts)-1].ts
+}
+
+// transferAt reports whether a stored transfer has timestamp ts.
+func (s *state) transferAt(ts uint64) bool {
+	lo, hi := uint32(0), s.transfers.n
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		t := s.transfers.at(m).ts
+		switch {
+		case t == ts:
+			return true
+		case t < ts:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
+}
+
+// accountAt reports whether an account has timestamp ts.
+func (s *state) accountAt(ts uint64) bool {
+	lo, hi := 0, len(s.accounts)
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		t := s.accounts[m].ts
+		switch {
+		case t == ts:
+			return true
+		case t < ts:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
+}
+
+// expire releases every pending transfer that expires at or before now.
+// Expiry depends on time alone, so releasing early (on a read) or late (on
+// the next create) gives the same state at any later request.
+func (s *state) expire(now uint64) {
+	for len(s.expiries) > 0 && s.expiries[0].at <= now {
+		e := s.expiries.pop()
+		if e.idx >= s.transfers.n {
+			continue // rolled back
+		}
+		p := s.transfers.at(e.idx)
+		if p.state() != statePending || p.timeout == 0 || p.expiresAt() != e.at {
+			continue // posted, voided, or the index was reused
+		}
+		dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+		dr.dPend = dr.dPend.sub(p.amount)
+		cr.cPend = cr.cPend.sub(p.amount)
+		if p.flags&tfClosingDr != 0 {
+			dr.flags &^= afClosed
+		}
+		if p.flags&tfClosingCr != 0 {
+			cr.flags &^= afClosed
+		}
+		p.setState(stateExpired)
+		s.pendingCount--
+		s.expiredCount++
+	}
+}
+
+func (s *state) beginChain() {
+	s.chain = true
+	s.undoLog = s.undoLog[:0]
+	s.chainPre = s.pendingCount
+}
+
+func (s *state) endChain() {
+	s.chain = false
+	s.undoLog = s.undoLog[:0]
+}
+
+// rollback undoes every change of the current chain, newest first.
+func (s *state) rollback() {
+	for i := len(s.undoLog) - 1; i >= 0; i-- {
+		u := &s.undoLog[i]
+		switch u.kind {
+		case undoAccount:
+			a := &s.accounts[u.idx]
+			a.balances = u.bal
+			a.flags = u.flags
+		case undoState:
+			s.transfers.at(u.idx).setState(u.state)
+		case undoTransfer:
+			s.removeLastTransfer()
+		case undoAccountNew:
+			a := &s.accounts[len(s.accounts)-1]
+			delete(s.accountIdx, a.id)
+			*a = acct{}
+			s.accounts = s.accounts[:len(s.accounts)-1]
+		}
+	}
+	s.pendingCount = s.chainPre
+	s.undoLog = s.undoLog[:0]
+}
+
+func (s *state) saveAccount(i uint32) {
+	a := &s.accounts[i]
+	s.undoLog = append(s.undoLog, undo{kind: undoAccount, idx: i, bal: a.balances, flags: a.flags})
+}
+
+func (s *state) removeLastTransfer() {
+	i := s.transfers.n - 1
+	x := s.transfers.at(i)
+	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
+	dr.debits = dr.debits[:len(dr.debits)-1]
+	cr.credits = cr.credits[:len(cr.credits)-1]
+	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
+		dr.history = dr.history[:n-1]
+	}
+	if n := len(cr.history); n > 0 && cr.history[n-1].xfer == i {
+		cr.history = cr.history[:n-1]
+	}
+	s.transferIDs.removeLast()
+	s.transfers.pop()
+}
+
+// createAccounts executes a create_accounts request whose events get the
+// timestamps base+1 .. base+len(events).
+func (s *state) createAccounts(base uint64, events []tb.Account, results []tb.CreateAccountResult) {
+	n := len(events)
+	request := base + uint64(n) // the request's own timestamp
+	imported := n > 0 && events[0].Flags&afImported != 0
+	chainStart := -1
+	broken := false
+	for i := range events {
+		ev := &events[i]
+		ts := base + uint64(i) + 1
+		linked := ev.Flags&afLinked != 0
+		if linked && chainStart < 0 {
+			chainStart = i
+			s.beginChain()
+		}
+		status, rts := tb.AccountCreated, ts
+		switch {
+		case linked && i == n-1:
+			status = tb.AccountLinkedEventChainOpen
+		case broken:
+			status = tb.AccountLinkedEventFailed
+		case ev.Flags&afImported != 0 && !imported:
+			status = tb.AccountImportedEventNotExpected
+		case ev.Flags&afImported == 0 && imported:
+			status = tb.AccountImportedEventExpected
+		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
+			status = tb.AccountImportedEventTimestampOutOfRange
+		case imported && ev.Timestamp >= request:
+			status = tb.AccountImportedEventTimestampMustNotAdvance
+		case !imported && ev.Timestamp != 0:
+			status = tb.AccountTimestampMustBeZero
+		default:
+			eventTs := ts
+			if imported {
+				eventTs = ev.Timestamp
+			}
+			status, rts = s.createAccount(ev, eventTs, ts)
+		}
+		results[i] = tb.CreateAccountResult{Timestamp: rts, Status: status}
+		if status != tb.AccountCreated && chainStart >= 0 && !broken {
+			broken = true
+			s.rollback()
+			for j := chainStart; j < i; j++ {
+				results[j].Status = tb.AccountLinkedEventFailed
+			}
+		}
+		if chainStart >= 0 && (!linked || status == tb.AccountLinkedEventChainOpen) {
+			chainStart, broken = -1, false
+			s.endChain()
+		}
+	}
+}
+
+// createAccount validates and stores one account. eventTs is the account's
+// timestamp, ts the event's validation timestamp.
+func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccountStatus, uint64) {
+	if a.Reserved != 0 {
+		return tb.AccountReservedField, ts
+	}
+	if a.Flags&afPadding != 0 {
+		return tb.AccountReservedFlag, ts
+	}
+	if a.ID == tbZero {
+		return tb.AccountIDMustNotBeZero, ts
+	}
+	if a.ID == tbMaxInt {
+		return tb.AccountIDMustNotBeIntMax, ts
+	}
+	if i, ok := s.accountIdx[a.ID]; ok {
+		e := &s.accounts[i]
+		switch {
+		case a.Flags != e.flags:
+			return tb.AccountExistsWithDifferentFlags, ts
+		case a.UserData128 != e.ud128:
+			return tb.AccountExistsWithDifferentUserData128, ts
+		case a.UserData64 != e.ud64:
+			return tb.AccountExistsWithDifferentUserData64, ts
+		case a.UserData32 != e.ud32:
+			return tb.AccountExistsWithDifferentUserData32, ts
+		case a.Ledger != e.ledger:
+			return tb.AccountExistsWithDifferentLedger, ts
+		case a.Code != e.code:
+			return tb.AccountExistsWithDifferentCode, ts
+		}
+		return tb.AccountExists, e.ts
+	}
+	if a.Flags&afDebitsMustNotExceedCredits != 0 && a.Flags&afCreditsMustNotExceedDebits != 0 {
+		return tb.AccountFlagsAreMutuallyExclusive, ts
+	}
+	switch {
+	case a.DebitsPending != tbZero:
+		return tb.AccountDebitsPendingMustBeZero, ts
+	case a.DebitsPosted != tbZero:
+		return tb.AccountDebitsPostedMustBeZero, ts
+	case a.CreditsPending != tbZero:
+		return tb.AccountCreditsPendingMustBeZero, ts
+	case a.CreditsPosted != tbZero:
+		return tb.AccountCreditsPostedMustBeZero, ts
+	case a.Ledger == 0:
+		return tb.AccountLedgerMustNotBeZero, ts
+	case a.Code == 0:
+		return tb.AccountCodeMustNotBeZero, ts
+	}
+	if a.Flags&afImported != 0 {
+		if eventTs <= s.lastAccountTimestamp() || s.transferAt(eventTs) {
+			return tb.AccountImportedEventTimestampMustNotRegress, ts
+		}
+	}
+	s.accountIdx[a.ID] = uint32(len(s.accounts))
+	s.accounts = append(s.accounts, acct{
+		id:     a.ID,
+		ud128:  a.UserData128,
+		ud64:   a.UserData64,
+		ud32:   a.UserData32,
+		ledger: a.Ledger,
+		code:   a.Code,
+		flags:  a.Flags,
+		ts:     eventTs,
+	})
+	if s.chain {
+		s.undoLog = append(s.undoLog, undo{kind: undoAccountNew})
+	}
+	return tb.AccountCreated, eventTs
+}
+
+// transient reports the statuses after which the transfer's ID can never be
+// used again: they depend on the state at the time, so a retry could
+// otherwise succeed and break the exactly-once guarantee.
+func transient(status tb.CreateTransferStatus) bool {
+	switch status {
+	case tb.TransferDebitAccountNotFound,
+		tb.TransferCreditAccountNotFound,
+		tb.TransferPendingTransferNotFound,
+		tb.TransferExceedsCredits,
+		tb.TransferExceedsDebits,
+		tb.TransferDebitAccountAlreadyClosed,
+		tb.TransferCreditAccountAlreadyClosed:
+		return true
+	}
+	return false
+}
+
+// createTransfers executes a create_transfers request whose events get the
+// timestamps base+1 .. base+len(events).
+func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.CreateTransferResult) {
+	n := len(events)
+	request := base + uint64(n)
+	imported := n > 0 && events[0].Flags&tfImported != 0
+	chainStart := -1
+	broken := false
+	for i := range events {
+		ev := &events[i]
+		ts := base + uint64(i) + 1
+		linked := ev.Flags&tfLinked != 0
+		if linked && chainStart < 0 {
+			chainStart = i
+			s.beginChain()
+		}
+		status, rts := tb.TransferCreated, ts
+		switch {
+		case linked && i == n-1:
+			status = tb.TransferLinkedEventChainOpen
+		case broken:
+			status = tb.TransferLinkedEventFailed
+		case ev.Flags&tfImported != 0 && !imported:
+			status = tb.TransferImportedEventNotExpected
+		case ev.Flags&tfImported == 0 && imported:
+			status = tb.TransferImportedEventExpected
+		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
+			status = tb.TransferImportedEventTimestampOutOfRange
+		case imported && ev.Timestamp >= request:
+			status = tb.TransferImportedEventTimestampMustNotAdvance
+		case !imported && ev.Timestamp != 0:
+			status = tb.TransferTimestampMustBeZero
+		default:
+			eventTs := ts
+			if imported {
+				eventTs = ev.Timestamp
+			}
+			status, rts = s.createTransfer(ev, eventTs, ts)
+		}
+		results[i] = tb.CreateTransferResult{Timestamp: rts, Status: status}
+		if status != tb.TransferCreated {
+			if chainStart >= 0 && !broken {
+				broken = true
+				s.rollback()
+				for j := chainStart; j < i; j++ {
+					results[j].Status = tb.TransferLinkedEventFailed
+				}
+			}
+			if transient(status) {
+				s.failedIDs.add(ev.ID)
+			}
+		}
+		if chainStart >= 0 && (!linked || status == tb.TransferLinkedEventChainOpen) {
+			chainStart, broken = -1, false
+			s.endChain()
+		}
+	}
+}
+
+// createTransfer validates and applies one transfer. eventTs is the
+// transfer's timestamp, ts the event's validation timestamp.
+func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTransferStatus, uint64) {
+	if t.Flags&tfPadding != 0 {
+		return tb.TransferReservedFlag, ts
+	}
+	if t.ID == tbZero {
+		return tb.TransferIDMustNotBeZero, ts
+	}
+	if t.ID == tbMaxInt {
+		return tb.TransferIDMustNotBeIntMax, ts
+	}
+	if i, ok := s.transferIDs.find(t.ID); ok {
+		status := s.transferExists(t, i)
+		if status == tb.TransferExists {
+			return status, s.transfers.at(i).ts
+		}
+		return status, ts
+	}
+	if _, ok := s.failedIDs.find(t.ID); ok {
+		return tb.TransferIDAlreadyFailed, ts
+	}
+	if t.Flags&tfPostOrVoid != 0 {
+		return s.postOrVoid(t, eventTs), ts
+	}
+	return s.createPlain(t, eventTs), ts
+}
+
+func (s *state) createPlain(t *tb.Transfer, eventTs uint64) tb.CreateTransferStatus {
+	switch {
+	case t.DebitAccountID == tbZero:
+		return tb.TransferDebitAccountIDMustNotBeZero
+	case t.DebitAccountID == tbMaxInt:
+		return tb.TransferDebitAccountIDMustNotBeIntMax
+	case t.CreditAccountID == tbZero:
+		return tb.TransferCreditAccountIDMustNotBeZero
+	case t.CreditAccountID == tbMaxInt:
+		return tb.TransferCreditAccountIDMustNotBeIntMax
+	case t.DebitAccountID == t.CreditAccountID:
+		return tb.TransferAccountsMustBeDifferent
+	case t.PendingID != tbZero:
+		return tb.TransferPendingIDMustBeZero
+	}
+	pending := t.Flags&tfPending != 0
+	if !pending {
+		if t.Timeout != 0 {
+			return tb.TransferTimeoutReservedForPendingTransfer
+		}
+		if t.Flags&tfClosing != 0 {
+			return tb.TransferClosingTransferMustBePending
+		}
+	}
+	if t.Ledger == 0 {
+		return tb.TransferLedgerMustNotBeZero
+	}
+	if t.Code == 0 {
+		return tb.TransferCodeMustNotBeZero
+	}
+	di, ok := s.accountIdx[t.DebitAccountID]
+	if !ok {
+		return tb.TransferDebitAccountNotFound
+	}
+	ci, ok := s.accountIdx[t.CreditAccountID]
+	if !ok {
+		return tb.TransferCreditAccountNotFound
+	}
+	dr, cr := &s.accounts[di], &s.accounts[ci]
+	if dr.ledger != cr.ledger {
+		return tb.TransferAccountsMustHaveTheSameLedger
+	}
+	if t.Ledger != dr.ledger {
+		return tb.TransferTransferMustHaveTheSameLedgerAsAccounts
+	}
+	if t.Flags&tfImported != 0 {
+		if eventTs <= s.lastTransferTimestamp() || s.accountAt(eventTs) {
+			return tb.TransferImportedEventTimestampMustNotRegress
+		}
+		if eventTs <= dr.ts {
+			return tb.TransferImportedEventTimestampMustPostdateDebitAccount
+		}
+		if eventTs <= cr.ts {
+			return tb.TransferImportedEventTimestampMustPostdateCreditAccount
+		}
+		if t.Timeout != 0 {
+			return tb.TransferImportedEventTimeoutMustBeZero
+		}
+	}
+	if dr.flags&afClosed != 0 {
+		return tb.TransferDebitAccountAlreadyClosed
+	}
+	if cr.flags&afClosed != 0 {
+		return tb.TransferCreditAccountAlreadyClosed
+	}
+
+	amount := toU128(t.Amount)
+	if t.Flags&tfBalancingDr != 0 {
+		d, _ := dr.dPost.add(dr.dPend)
+		amount = minU128(amount, dr.cPost.subSat(d))
+	}
+	if t.Flags&tfBalancingCr != 0 {
+		c, _ := cr.cPost.add(cr.cPend)
+		amount = minU128(amount, cr.dPost.subSat(c))
+	}
+	if pending {
+		if _, o := amount.add(dr.dPend); o {
+			return tb.TransferOverflowsDebitsPending
+		}
+		if _, o := amount.add(cr.cPend); o {
+			return tb.TransferOverflowsCreditsPending
+		}
+	}
+	if _, o := amount.add(dr.dPost); o {
+		return tb.TransferOverflowsDebitsPosted
+	}
+	if _, o := amount.add(cr.cPost); o {
+		return tb.TransferOverflowsCreditsPosted
+	}
+	if d, _ := dr.dPend.add(dr.dPost); overflows(amount, d) {
+		return tb.TransferOverflowsDebits
+	}
+	if c, _ := cr.cPend.add(cr.cPost); overflows(amount, c) {
+		return tb.TransferOverflowsCredits
+	}
+	if eventTs > math.MaxInt64 || math.MaxInt64-eventTs < uint64(t.Timeout)*1e9 {
+		return tb.TransferOverflowsTimeout
+	}
+	if dr.debitsExceedCredits(amount) {
+		return tb.TransferExceedsCredits
+	}
+	if cr.creditsExceedDebits(amount) {
+		return tb.TransferExceedsDebits
+	}
+
+	// Valid: apply.
+	if s.chain {
+		s.saveAccount(di)
+		s.saveAccount(ci)
+	}
+	idx := s.storeTransfer(t, amount, eventTs, di, ci)
+	x := s.transfers.at(idx)
+	if pending {
+		x.setState(statePending)
+		s.pendingCount++
+		dr.dPend, _ = dr.dPend.add(amount)
+		cr.cPend, _ = cr.cPend.add(amount)
+		if t.Timeout > 0 {
+			s.expiries.push(expiry{at: x.expiresAt(), idx: idx})
+		}
+	} else {
+		dr.dPost, _ = dr.dPost.add(amount)
+		cr.cPost, _ = cr.cPost.add(amount)
+	}
+	if t.Flags&tfClosingDr != 0 {
+		dr.flags |= afClosed
+	}
+	if t.Flags&tfClosingCr != 0 {
+		cr.flags |= afClosed
+	}
+	s.index(idx, dr, cr)
+	return tb.TransferCreated
+}
+
+func overflows(a, b u128) bool {
+	_, o := a.add(b)
+	return o
+}
+
+// storeTransfer appends the transfer record; the caller fills in the state.
+func (s *state) storeTransfer(t *tb.Transfer, amount u128, eventTs uint64, di, ci uint32) uint32 {
+	s.transferIDs.add(t.ID)
+	idx, x := s.transfers.push()
+	*x = xfer{
+		amount:  amount,
+		ud128:   t.UserData128,
+		ud64:    t.UserData64,
+		ud32:    t.UserData32,
+		ts:      eventTs,
+		dr:      di,
+		cr:      ci,
+		timeout: t.Timeout,
+		code:    t.Code,
+		flags:   t.Flags,
+	}
+	if s.chain {
+		s.undoLog = append(s.undoLog, undo{kind: undoTransfer})
+	}
+	return idx
+}
+
+// index records transfer idx on both accounts, after their balances changed.
+func (s *state) index(idx uint32, dr, cr *acct) {
+	dr.debits = append(dr.debits, idx)
+	cr.credits = append(cr.credits, idx)
+	if dr.flags&afHistory != 0 {
+		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
+	}
+	if cr.flags&afHistory != 0 {
+		cr.history = append(cr.history, balance{xfer: idx, balances: cr.balances})
+	}
+}
+
+func (s *state) postOrVoid(t *tb.Transfer, eventTs uint64) tb.CreateTransferStatus {
+	post := t.Flags&tfPost != 0
+	void := t.Flags&tfVoid != 0
+	if post && void || t.Flags&(tfPending|tfBalancingDr|tfBalancingCr|tfClosing) != 0 {
+		return tb.TransferFlagsAreMutuallyExclusive
+	}
+	switch {
+	case t.PendingID == tbZero:
+		return tb.TransferPendingIDMustNotBeZero
+	case t.PendingID == tbMaxInt:
+		return tb.TransferPendingIDMustNotBeIntMax
+	case t.PendingID == t.ID:
+		return tb.TransferPendingIDMustBeDifferent
+	case t.Timeout != 0:
+		return tb.TransferTimeoutReservedForPendingTransfer
+	}
+	pi, ok := s.transferIDs.find(t.PendingID)
+	if !ok {
+		return tb.TransferPendingTransferNotFound
+	}
+	p := s.transfers.at(pi)
+	if p.flags&tfPending == 0 {
+		return tb.TransferPendingTransferNotPending
+	}
+	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	switch {
+	case t.DebitAccountID != tbZero && t.DebitAccountID != dr.id:
+		return tb.TransferPendingTransferHasDifferentDebitAccountID
+	case t.CreditAccountID != tbZero && t.CreditAccountID != cr.id:
+		return tb.TransferPendingTransferHasDifferentCreditAccountID
+	case t.Ledger != 0 && t.Ledger != dr.ledger:
+		return tb.TransferPendingTransferHasDifferentLedger
+	case t.Code != 0 && t.Code != p.code:
+		return tb.TransferPendingTransferHasDifferentCode
+	}
+	amount := toU128(t.Amount)
+	if void && amount.isZero() || post && amount == u128Max {
+		amount = p.amount
+	}
+	if p.amount.less(amount) {
+		return tb.TransferExceedsPendingTransferAmount
+	}
+	if void && amount.less(p.amount) {
+		return tb.TransferPendingTransferHasDifferentAmount
+	}
+	switch p.state() {
+	case statePosted:
+		return tb.TransferPendingTransferAlreadyPosted
+	case stateVoided:
+		return tb.TransferPendingTransferAlreadyVoided
+	case stateExpired:
+		return tb.TransferPendingTransferExpired
+	}
+	if p.timeout != 0 && p.expiresAt() <= eventTs {
+		return tb.TransferPendingTransferExpired
+	}
+	if t.Flags&tfImported != 0 {
+		if eventTs <= s.lastTransferTimestamp() || s.accountAt(eventTs) {
+			return tb.TransferImportedEventTimestampMustNotRegress
+		}
+	}
+	// The only movement allowed in a closed account is voiding.
+	if !void {
+		if dr.flags&afClosed != 0 {
+			return tb.TransferDebitAccountAlreadyClosed
+		}
+		if cr.flags&afClosed != 0 {
+			return tb.TransferCreditAccountAlreadyClosed
+		}
+	}
+
+	// Valid: apply.
+	di, ci := p.dr, p.cr
+	if s.chain {
+		s.saveAccount(di)
+		s.saveAccount(ci)
+		s.undoLog = append(s.undoLog, undo{kind: undoState, idx: pi, state: statePending})
+	}
+	stored := *t
+	if stored.UserData128 == tbZero {
+		stored.UserData128 = p.ud128
+	}
+	if stored.UserData64 == 0 {
+		stored.UserData64 = p.ud64
+	}
+	if stored.UserData32 == 0 {
+		stored.UserData32 = p.ud32
+	}
+	stored.Code = p.code
+	pAmount, pClosing := p.amount, p.flags&tfClosing
+	idx := s.storeTransfer(&stored, amount, eventTs, di, ci)
+	s.transfers.at(idx).pending = pi
+	s.pendingCount--
+	dr.dPend = dr.dPend.sub(pAmount)
+	cr.cPend = cr.cPend.sub(pAmount)
+	if post {
+		p.setState(statePosted)
+		dr.dPost, _ = dr.dPost.add(amount)
+		cr.cPost, _ = cr.cPost.add(amount)
+	} else {
+		p.setState(stateVoided)
+		if pClosing&tfClosingDr != 0 {
+			dr.flags &^= afClosed
+		}
+		if pClosing&tfClosingCr != 0 {
+			cr.flags &^= afClosed
+		}
+	}
+	s.index(idx, dr, cr)
+	return tb.TransferCreated
+}
+
+// transferExists compares a resubmitted transfer with the stored transfer i.
+func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus {
+	e := s.transfers.at(i)
+	if t.Flags != e.flags&tfUserFlagsMask {
+		return tb.TransferExistsWithDifferentFlags
+	}
+	var pendingID tb.Uint128
+	if e.flags&tfPostOrVoid != 0 {
+		pendingID = s.transferIDs.key(e.pending)
+	}
+	if t.PendingID != pendingID {
+		return tb.TransferExistsWithDifferentPendingID
+	}
+	if t.Timeout != e.timeout {
+		return tb.TransferExistsWithDifferentTimeout
+	}
+	dr, cr := &s.accounts[e.dr], &s.accounts[e.cr]
+	if t.Flags&tfPostOrVoid == 0 {
+		switch {
+		case t.DebitAccountID != dr.id:
+			return tb.TransferExistsWithDifferentDebitAccountID
+		case t.CreditAccountID != cr.id:
+			return tb.TransferExistsWithDifferentCreditAccountID
+		}
+		amount := toU128(t.Amount)
+		if t.Flags&(tfBalancingDr|tfBalancingCr) != 0 {
+			if amount.less(e.amount) {
+				return tb.TransferExistsWithDifferentAmount
+			}
+		} else if amount != e.amount {
+			return tb.TransferExistsWithDifferentAmount
+		}
+		switch {
+		case t.UserData128 != e.ud128:
+			return tb.TransferExistsWithDifferentUserData128
+		case t.UserData64 != e.ud64:
+			return tb.TransferExistsWithDifferentUserData64
+		case t.UserData32 != e.ud32:
+			return tb.TransferExistsWithDifferentUserData32
+		case t.Ledger != dr.ledger:
+			return tb.TransferExistsWithDifferentLedger
+		case t.Code != e.code:
+			return tb.TransferExistsWithDifferentCode
+		}
+		return tb.TransferExists
+	}
+
+	// Post or void: zero fields defaulted to the pending transfer's.
+	p := s.transfers.at(e.pending)
+	switch {
+	case t.DebitAccountID != tbZero && t.DebitAccountID != dr.id:
+		return tb.TransferExistsWithDifferentDebitAccountID
+	case t.CreditAccountID != tbZero && t.CreditAccountID != cr.id:
+		return tb.TransferExistsWithDifferentCreditAccountID
+	}
+	amount := toU128(t.Amount)
+	if t.Flags&tfVoid != 0 && amount.isZero() || t.Flags&tfPost != 0 && amount == u128Max {
+		if e.amount != p.amount {
+			return tb.TransferExistsWithDifferentAmount
+		}
+	} else if amount != e.amount {
+		return tb.TransferExistsWithDifferentAmount
+	}
+	if want := orDefault(t.UserData128, p.ud128); want != e.ud128 {
+		return tb.TransferExistsWithDifferentUserData128
+	}
+	if want := orDefault(t.UserData64, p.ud64); want != e.ud64 {
+		return tb.TransferExistsWithDifferentUserData64
+	}
+	if want := orDefault(t.UserData32, p.ud32); want != e.ud32 {
+		return tb.TransferExistsWithDifferentUserData32
+	}
+	if t.Ledger != 0 && t.Ledger != dr.ledger {
+		return tb.TransferExistsWithDifferentLedger
+	}
+	if t.Code != 0 && t.Code != e.code {
+		return tb.TransferExistsWithDifferentCode
+	}
+	return tb.TransferExists
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
