@@ -147,6 +147,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
 	}
 	chain := make([]tb.Transfer, len(holds))
+	ids := make([]ID, len(holds))
 	for i, h := range holds {
 		if err := h.Resource.Validate(); err != nil {
 			return nil, err
@@ -162,9 +163,10 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 		if id.IsZero() {
 			id = NewID()
 		}
+		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
 		chain[i] = tb.Transfer{
 			ID:              id.tb(),
-			DebitAccountID:  UserID(h.Resource.Ledger, h.Request.User).tb(),
+			DebitAccountID:  ids[i].tb(),
 			CreditAccountID: OperatorID(h.Resource.Ledger).tb(),
 			Amount:          tb.ToUint128(h.Request.Amount),
 			UserData64:      h.Request.Ref,
@@ -175,7 +177,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 		}
 	}
 	for provisioned := false; ; provisioned = true {
-		res, err := c.createTransfers(ctx, chain)
+		res, accounts, err := c.submit(ctx, chain, ids)
 		if err != nil {
 			return c.unavailableDecisions(chain, err)
 		}
@@ -192,10 +194,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 				ds[i].Reason = LimitExceeded
 				failed = true
 			case tb.TransferDebitAccountNotFound:
-				if !holds[i].Resource.Lazy || provisioned {
-					return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, holds[i].Request.User, holds[i].Resource.Name)
-				}
-				lazy = append(lazy, i)
+				// Handled below for every hold of the chain at once.
 			case tb.TransferCreditAccountNotFound:
 				return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, holds[i].Resource.Ledger)
 			default:
@@ -205,24 +204,27 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 				return nil, transferStatusError(i, s.Status)
 			}
 		}
-		if len(lazy) > 0 {
-			if err := c.provisionLazy(ctx, holds, lazy); err != nil {
-				return nil, err
+		for i, a := range accounts {
+			if !fromTB(a.ID).IsZero() {
+				continue
 			}
-			for i := range chain {
-				chain[i].ID = NewID().tb() // a new attempt: TigerBeetle spent the failed IDs
+			if !holds[i].Resource.Lazy || provisioned {
+				return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, holds[i].Request.User, holds[i].Resource.Name)
 			}
-			continue
+			lazy = append(lazy, i)
 		}
 		if failed {
 			for i := range ds {
 				ds[i].Allowed = false
 			}
 		}
-		if err := c.explain(ctx, holds, ds); err != nil {
-			return ds, err
-		}
-		if failed && !provisioned {
+		if len(lazy) == 0 {
+			if err := c.explain(ctx, holds, ids, accounts, ds); err != nil {
+				return ds, err
+			}
+			if !failed || provisioned {
+				return ds, nil
+			}
 			// A lazy user whose account was created but never credited (a
 			// crash between the two steps) would be denied for ever:
 			// provisioning again is safe, since its credit has a fixed ID.
@@ -231,17 +233,16 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 					lazy = append(lazy, i)
 				}
 			}
-			if len(lazy) > 0 {
-				if err := c.provisionLazy(ctx, holds, lazy); err != nil {
-					return nil, err
-				}
-				for i := range chain {
-					chain[i].ID = NewID().tb()
-				}
-				continue
+			if len(lazy) == 0 {
+				return ds, nil
 			}
 		}
-		return ds, nil
+		if err := c.provisionLazy(ctx, holds, lazy); err != nil {
+			return nil, err
+		}
+		for i := range chain {
+			chain[i].ID = NewID().tb() // a new attempt: TigerBeetle spent the failed IDs
+		}
 	}
 }
 
@@ -258,23 +259,11 @@ func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) err
 }
 
 // explain fills in limits, remaining units and, for denials, when enough
-// units return.
-func (c *Client) explain(ctx context.Context, holds []Hold, ds []Decision) error {
-	ids := make([]ID, len(holds))
+// units return, from the accounts (ids) as they were just after the decision.
+func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts []tb.Account, ds []Decision) error {
 	for i, h := range holds {
-		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
-	}
-	accounts, err := c.lookupAccounts(ctx, ids...)
-	if err != nil {
-		return err
-	}
-	byID := make(map[ID]tb.Account, len(accounts))
-	for _, a := range accounts {
-		byID[fromTB(a.ID)] = a
-	}
-	for i, h := range holds {
-		a, ok := byID[ids[i]]
-		if !ok {
+		a := accounts[i]
+		if fromTB(a.ID).IsZero() {
 			continue
 		}
 		b, err := balanceOf(a)

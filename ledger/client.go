@@ -29,6 +29,7 @@ type Client struct {
 	waiting     atomic.Int64
 	unavailable Policy
 	closeTB     bool
+	batch       batcher
 }
 
 // Policy says what a decision returns when the cluster is unavailable.
@@ -130,7 +131,7 @@ func (c *Client) Ping(ctx context.Context) error {
 func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
-		return zero, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return zero, unavailable(err)
 	}
 	if c.inProcess {
 		v, err := f()
@@ -162,6 +163,8 @@ func call[T any](ctx context.Context, c *Client, f func() (T, error)) (T, error)
 		return zero, fmt.Errorf("%w: no answer: %w", ErrUnavailable, context.Cause(ctx))
 	}
 }
+
+func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
 
 func tbError(err error) error {
 	switch {

@@ -1,10 +1,14 @@
 package ledger
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -44,8 +48,32 @@ func ParseID(s string) (ID, error) {
 }
 
 // NewID returns a new unique, time-ordered ID, the kind TigerBeetle
-// recommends for transfers.
-func NewID() ID { return ID(tb.ID().Bytes()) }
+// recommends for transfers: the time in milliseconds in the top 48 bits, as
+// tb.ID does, then 80 bits that are random per process and counted up per
+// ID, without the lock tb.ID takes.
+func NewID() ID {
+	var id ID
+	ms := uint64(time.Now().UnixMilli())
+	binary.LittleEndian.PutUint64(id[:8], idSeq.Add(1))
+	binary.LittleEndian.PutUint16(id[8:10], idTag)
+	binary.LittleEndian.PutUint16(id[10:12], uint16(ms))
+	binary.LittleEndian.PutUint32(id[12:16], uint32(ms>>16))
+	return id
+}
+
+var (
+	idSeq atomic.Uint64
+	idTag uint16
+)
+
+func init() {
+	var seed [10]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		panic("ledger: no randomness for IDs: " + err.Error())
+	}
+	idSeq.Store(binary.LittleEndian.Uint64(seed[:8]))
+	idTag = binary.LittleEndian.Uint16(seed[8:])
+}
 
 func (id ID) tb() tb.Uint128 { return tb.BytesToUint128(id) }
 
@@ -114,10 +142,61 @@ func derive(role byte, ledger uint32, key string) ID {
 var maxID = ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // OperatorID is the ID of a resource's operator account on ledger.
-func OperatorID(ledger uint32) ID { return derive(roleOperator, ledger, "") }
+func OperatorID(ledger uint32) ID { return cached(roleOperator, ledger, "") }
 
 // UserID is the ID of user key's limit account on ledger.
-func UserID(ledger uint32, key string) ID { return derive(roleUser, ledger, key) }
+func UserID(ledger uint32, key string) ID { return cached(roleUser, ledger, key) }
+
+// idCache remembers derived account IDs: a map lookup instead of a SHA-256
+// on every decision. Each shard is emptied when full, which bounds its
+// memory (about 64 × 4096 entries) at the cost of hashing again.
+type idCacheKey struct {
+	role   byte
+	ledger uint32
+	key    string
+}
+
+type idShard struct {
+	mu sync.RWMutex
+	m  map[idCacheKey]ID
+}
+
+const (
+	idShards     = 64
+	idShardLimit = 4096
+)
+
+var idCache [idShards]idShard
+
+func cached(role byte, ledger uint32, key string) ID {
+	k := idCacheKey{role, ledger, key}
+	s := &idCache[shardOf(ledger, key)]
+	s.mu.RLock()
+	id, ok := s.m[k]
+	s.mu.RUnlock()
+	if ok {
+		return id
+	}
+	id = derive(role, ledger, key)
+	s.mu.Lock()
+	if s.m == nil || len(s.m) >= idShardLimit {
+		s.m = make(map[idCacheKey]ID, 64)
+	}
+	s.m[k] = id
+	s.mu.Unlock()
+	return id
+}
+
+// shardOf spreads keys over the shards (FNV-1a; not a security boundary:
+// a crafted key only lands in a busier shard).
+func shardOf(ledger uint32, key string) uint32 {
+	h := uint32(2166136261) ^ ledger
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return h % idShards
+}
 
 // CurrencyOperatorID is the ID of the account that funds users on a currency ledger.
 func CurrencyOperatorID(currency uint32) ID { return derive(roleCurrencyOperator, currency, "") }

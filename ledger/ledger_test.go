@@ -280,7 +280,10 @@ func TestLazyUsers(t *testing.T) {
 // Retrying an attempt with its ID does not count twice.
 func TestRetrySameAttempt(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 2, Lazy: true})
+		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 2})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
 		id := ledger.NewID()
 		for i := 0; i < 3; i++ {
 			d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id})

@@ -74,7 +74,8 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		Ledger:          r.Currency,
 		Code:            codePayment,
 	}}
-	res, err := c.createTransfers(ctx, chain)
+	limitAccount := fromTB(chain[0].DebitAccountID)
+	res, accounts, err := c.submit(ctx, chain, []ID{limitAccount})
 	if err != nil {
 		if _, ok := AttemptID(err); !ok {
 			err = &attemptError{id: id, err: err}
@@ -109,7 +110,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	}
 	d.Allowed = d.Reason == Admitted
 	ds := []Decision{d}
-	err = c.explain(ctx, []Hold{{Resource: r, Request: Request{User: p.From, Amount: p.Amount}}}, ds)
+	err = c.explain(ctx, []Hold{{Resource: r, Request: Request{User: p.From, Amount: p.Amount}}}, []ID{limitAccount}, accounts, ds)
 	if ds[0].Reason == InsufficientFunds {
 		ds[0].RetryAfter = 0 // waiting does not bring money
 	}

@@ -522,10 +522,16 @@ func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTra
 	if _, ok := s.failedIDs.find(t.ID); ok {
 		return tb.TransferIDAlreadyFailed, ts
 	}
+	var status tb.CreateTransferStatus
 	if t.Flags&tfPostOrVoid != 0 {
-		return s.postOrVoid(t, eventTs), ts
+		status = s.postOrVoid(t, eventTs)
+	} else {
+		status = s.createPlain(t, eventTs)
 	}
-	return s.createPlain(t, eventTs), ts
+	if status == tb.TransferCreated {
+		return status, eventTs
+	}
+	return status, ts
 }
 
 func (s *state) createPlain(t *tb.Transfer, eventTs uint64) tb.CreateTransferStatus {

@@ -1,0 +1,211 @@
+package ledger
+
+import (
+	"context"
+	"sync"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// submit creates a chain of transfers and then looks up accounts, returning
+// one result per transfer and the accounts as they were just after the chain
+// (nil where not found).
+//
+// On a cluster the TigerBeetle client batches concurrent calls by itself.
+// On an in-process engine, whose calls never block, concurrent submits are
+// gathered into one create and one lookup by whichever caller arrives first
+// (group commit): one engine lock per batch instead of two per decision. The
+// accounts each caller gets are still its own snapshot: a batch's later
+// transfers are taken out of what the lookup saw.
+// Accounts not found are returned with a zero ID.
+func (c *Client) submit(ctx context.Context, chain []tb.Transfer, accounts []ID) ([]tb.CreateTransferResult, []tb.Account, error) {
+	if !c.inProcess {
+		res, err := c.createTransfers(ctx, chain)
+		if err != nil {
+			return nil, nil, err
+		}
+		found, err := c.lookupAccounts(ctx, accounts...)
+		if err != nil {
+			return res, nil, err
+		}
+		return res, matchAccounts(accounts, found), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, unavailable(err)
+	}
+	op := submissions.Get().(*submission)
+	op.chain, op.accounts = chain, accounts
+	c.batch.run(c, op)
+	res, found, err := op.results, op.found, op.err
+	*op = submission{done: op.done}
+	submissions.Put(op)
+	return res, found, err
+}
+
+var submissions = sync.Pool{New: func() any { return &submission{done: make(chan bool, 1)} }}
+
+type submission struct {
+	chain    []tb.Transfer
+	accounts []ID
+
+	results []tb.CreateTransferResult
+	found   []tb.Account
+	err     error
+	done    chan bool // receives true when this submission must lead the next batch
+}
+
+// batcher gathers submissions while a batch is being applied.
+type batcher struct {
+	mu      sync.Mutex
+	queue   []*submission
+	leading bool
+}
+
+func (b *batcher) run(c *Client, op *submission) {
+	b.mu.Lock()
+	b.queue = append(b.queue, op)
+	if b.leading {
+		b.mu.Unlock()
+		if !<-op.done {
+			return // a leader applied it
+		}
+		b.mu.Lock() // handed the lead: apply what is queued now, this one included
+	}
+	b.leading = true
+	batch := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+
+	c.apply(batch)
+
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.leading = false
+		b.mu.Unlock()
+	} else {
+		next := b.queue[0]
+		b.mu.Unlock()
+		next.done <- true // lead stays taken; one waiting caller applies the next batch
+	}
+	for _, s := range batch {
+		if s != op {
+			s.done <- false
+		}
+	}
+}
+
+// apply runs a batch of submissions as one create and one lookup. Every
+// submission's chain ends unlinked, so they stay independent.
+func (c *Client) apply(batch []*submission) {
+	chain, ids := batch[0].chain, batch[0].accounts
+	if len(batch) > 1 {
+		var nt, na int
+		for _, s := range batch {
+			nt += len(s.chain)
+			na += len(s.accounts)
+		}
+		chain, ids = make([]tb.Transfer, 0, nt), make([]ID, 0, na)
+		for _, s := range batch {
+			chain = append(chain, s.chain...)
+			ids = append(ids, s.accounts...)
+		}
+	}
+	var res []tb.CreateTransferResult
+	var err error
+	for start := 0; start < len(chain) && err == nil; {
+		end := min(start+BatchMax, len(chain))
+		for end < len(chain) && end > start && chain[end-1].TransferFlags().Linked {
+			end-- // never split a chain between requests
+		}
+		var part []tb.CreateTransferResult
+		part, err = c.createTransfers(context.Background(), chain[start:end])
+		res = append(res, part...)
+		start = end
+	}
+	var found []tb.Account
+	if err == nil {
+		found, err = c.lookupAccounts(context.Background(), ids...)
+	}
+	if err != nil {
+		for _, s := range batch {
+			s.err = err
+		}
+		return
+	}
+	all := matchAccounts(ids, found)
+	// Walk the batch backwards, taking each submission's pending debits
+	// out of the accounts before handing the earlier ones their snapshot.
+	var later map[ID]tb.Uint128
+	r, k := len(res), len(all)
+	for i := len(batch) - 1; i >= 0; i-- {
+		s := batch[i]
+		r -= len(s.chain)
+		k -= len(s.accounts)
+		s.results = res[r : r+len(s.chain) : r+len(s.chain)]
+		s.found = all[k : k+len(s.accounts) : k+len(s.accounts)]
+		if later != nil {
+			for j := range s.found {
+				if d, ok := later[fromTB(s.found[j].ID)]; ok {
+					s.found[j].DebitsPending = sub128(s.found[j].DebitsPending, d)
+				}
+			}
+		}
+		if i == 0 {
+			break
+		}
+		for j, t := range s.chain {
+			if s.results[j].Status == tb.TransferCreated && t.TransferFlags().Pending {
+				if later == nil {
+					later = make(map[ID]tb.Uint128)
+				}
+				id := fromTB(t.DebitAccountID)
+				later[id] = add128(later[id], t.Amount)
+			}
+		}
+	}
+}
+
+// matchAccounts lines up the accounts a lookup found with the IDs asked for
+// (TigerBeetle answers in the order asked, leaving out those not found).
+func matchAccounts(ids []ID, found []tb.Account) []tb.Account {
+	out := make([]tb.Account, len(ids))
+	j := 0
+	for i, id := range ids {
+		if j < len(found) && fromTB(found[j].ID) == id {
+			out[i] = found[j]
+			j++
+		}
+	}
+	return out
+}
+
+func add128(a, b tb.Uint128) tb.Uint128 {
+	alo, ahi := a.Uint64()
+	blo, bhi := b.Uint64()
+	lo := alo + blo
+	hi := ahi + bhi
+	if lo < alo {
+		hi++
+	}
+	return u128(lo, hi)
+}
+
+func sub128(a, b tb.Uint128) tb.Uint128 {
+	alo, ahi := a.Uint64()
+	blo, bhi := b.Uint64()
+	lo := alo - blo
+	hi := ahi - bhi
+	if alo < blo {
+		hi--
+	}
+	return u128(lo, hi)
+}
+
+func u128(lo, hi uint64) tb.Uint128 {
+	var b [16]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(lo >> (8 * i))
+		b[8+i] = byte(hi >> (8 * i))
+	}
+	return tb.BytesToUint128(b)
+}
