@@ -3,8 +3,11 @@ module github.com/tblimit/tblimit
 go 1.26
 
 require (
+	github.com/spf13/cobra v1.10.2
+	github.com/tigerbeetle/tigerbeetle-go v0.17.9
+)
+
+require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	github.com/tigerbeetle/tigerbeetle-go v0.17.9 // indirect
 )
