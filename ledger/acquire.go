@@ -209,6 +209,9 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 				continue
 			}
 			if !holds[i].Resource.Lazy || provisioned {
+				if _, err := c.Resource(ctx, holds[i].Resource.Ledger); err != nil {
+					return nil, err // no such resource, rather than no such user
+				}
 				return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, holds[i].Request.User, holds[i].Resource.Name)
 			}
 			lazy = append(lazy, i)

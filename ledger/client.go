@@ -30,6 +30,7 @@ type Client struct {
 	unavailable Policy
 	closeTB     bool
 	batch       batcher
+	maxBatch    atomic.Int64 // the most events sent in one request
 }
 
 // Policy says what a decision returns when the cluster is unavailable.
@@ -84,6 +85,7 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // New returns a Client that keeps limits through c. Close does not close c.
 func New(c tb.Client, opts ...Option) *Client {
 	cl := &Client{tb: c, timeout: 5 * time.Second, maxWaiting: 1 << 16, now: time.Now}
+	cl.maxBatch.Store(BatchMax)
 	if e, ok := c.(interface{ Now() time.Time }); ok {
 		cl.now = e.Now
 	}
@@ -179,18 +181,16 @@ func tbError(err error) error {
 	return fmt.Errorf("ledger: tigerbeetle: %w", err)
 }
 
-// createTransfers sends transfers as one request and returns one status per
-// transfer (TransferExists folded into TransferCreated).
+// createTransfers sends transfers and returns one status per transfer
+// (TransferExists folded into TransferCreated). A batch larger than the
+// cluster takes in one request (a --development server takes about 250
+// transfers) is split, never inside a linked chain, and the size that worked
+// is remembered.
 func (c *Client) createTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.CreateTransferResult, error) {
-	if len(ts) > BatchMax {
-		return nil, fmt.Errorf("%w: %d transfers, at most %d", ErrTooMany, len(ts), BatchMax)
-	}
-	res, err := call(ctx, c, func() ([]tb.CreateTransferResult, error) { return c.tb.CreateTransfers(ts) })
+	res, err := split(ctx, c, ts, func(t tb.Transfer) bool { return t.TransferFlags().Linked },
+		func(part []tb.Transfer) ([]tb.CreateTransferResult, error) { return c.tb.CreateTransfers(part) })
 	if err != nil {
 		return nil, err
-	}
-	if len(res) != len(ts) {
-		return nil, fmt.Errorf("ledger: create_transfers: %d results for %d transfers", len(res), len(ts))
 	}
 	for i := range res {
 		if res[i].Status == tb.TransferExists {
@@ -201,15 +201,10 @@ func (c *Client) createTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.Cr
 }
 
 func (c *Client) createAccounts(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
-	if len(as) > BatchMax {
-		return nil, fmt.Errorf("%w: %d accounts, at most %d", ErrTooMany, len(as), BatchMax)
-	}
-	res, err := call(ctx, c, func() ([]tb.CreateAccountResult, error) { return c.tb.CreateAccounts(as) })
+	res, err := split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked },
+		func(part []tb.Account) ([]tb.CreateAccountResult, error) { return c.tb.CreateAccounts(part) })
 	if err != nil {
 		return nil, err
-	}
-	if len(res) != len(as) {
-		return nil, fmt.Errorf("ledger: create_accounts: %d results for %d accounts", len(res), len(as))
 	}
 	for i := range res {
 		if res[i].Status == tb.AccountExists {
@@ -217,6 +212,40 @@ func (c *Client) createAccounts(ctx context.Context, as []tb.Account) ([]tb.Crea
 		}
 	}
 	return res, nil
+}
+
+// split sends events in requests of at most c.maxBatch events, halving it
+// when the cluster answers that a request is too large (such a request is
+// refused whole, so sending its halves is safe). linked tells which events
+// continue a chain: a chain is never split, and a chain longer than a
+// request is ErrTooMany.
+func split[E, R any](ctx context.Context, c *Client, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
+	out := make([]R, 0, len(events))
+	for start := 0; start < len(events); {
+		size := int(c.maxBatch.Load())
+		end := min(start+size, len(events))
+		for end < len(events) && end > start && linked(events[end-1]) {
+			end--
+		}
+		if end == start {
+			return nil, fmt.Errorf("%w: a linked chain longer than %d events", ErrTooMany, size)
+		}
+		part := events[start:end]
+		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		if errors.Is(err, ErrTooMany) && len(part) > 1 {
+			c.maxBatch.CompareAndSwap(int64(size), int64(max(len(part)/2, 1)))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(res) != len(part) {
+			return nil, fmt.Errorf("ledger: %d results for %d events", len(res), len(part))
+		}
+		out = append(out, res...)
+		start = end
+	}
+	return out, nil
 }
 
 func (c *Client) lookupAccounts(ctx context.Context, ids ...ID) ([]tb.Account, error) {

@@ -421,9 +421,13 @@ func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint6
 		Code:            codeRefund,
 		Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
 	}
-	// The hold lasts until the unit would have expired, rounded up, plus a
-	// second for the difference between this clock and the cluster's.
-	secs := (f.expires-min(now, f.expires)+uint64(time.Second)-1)/uint64(time.Second) + 1
+	// The hold lasts until the unit would have expired, rounded up to whole
+	// seconds, plus, on a remote cluster, a second for the difference
+	// between this clock and the cluster's.
+	secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
+	if !c.inProcess {
+		secs++
+	}
 	hold := tb.Transfer{
 		ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
 		DebitAccountID:  uid.tb(),

@@ -110,18 +110,7 @@ func (c *Client) apply(batch []*submission) {
 			ids = append(ids, s.accounts...)
 		}
 	}
-	var res []tb.CreateTransferResult
-	var err error
-	for start := 0; start < len(chain) && err == nil; {
-		end := min(start+BatchMax, len(chain))
-		for end < len(chain) && end > start && chain[end-1].TransferFlags().Linked {
-			end-- // never split a chain between requests
-		}
-		var part []tb.CreateTransferResult
-		part, err = c.createTransfers(context.Background(), chain[start:end])
-		res = append(res, part...)
-		start = end
-	}
+	res, err := c.createTransfers(context.Background(), chain)
 	var found []tb.Account
 	if err == nil {
 		found, err = c.lookupAccounts(context.Background(), ids...)
