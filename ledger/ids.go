@@ -147,55 +147,34 @@ func OperatorID(ledger uint32) ID { return cached(roleOperator, ledger, "") }
 // UserID is the ID of user key's limit account on ledger.
 func UserID(ledger uint32, key string) ID { return cached(roleUser, ledger, key) }
 
-// idCache remembers derived account IDs: a map lookup instead of a SHA-256
-// on every decision. Each shard is emptied when full, which bounds its
-// memory (about 64 × 4096 entries) at the cost of hashing again.
+// idCache remembers derived account IDs: a lock-free map lookup instead of a
+// SHA-256 on every decision. It is emptied when it holds idCacheLimit IDs,
+// which bounds its memory at the cost of hashing again.
 type idCacheKey struct {
 	role   byte
 	ledger uint32
 	key    string
 }
 
-type idShard struct {
-	mu sync.RWMutex
-	m  map[idCacheKey]ID
-}
+const idCacheLimit = 1 << 18
 
-const (
-	idShards     = 64
-	idShardLimit = 4096
+var (
+	idCache     sync.Map // idCacheKey -> ID
+	idCacheSize atomic.Int64
 )
-
-var idCache [idShards]idShard
 
 func cached(role byte, ledger uint32, key string) ID {
 	k := idCacheKey{role, ledger, key}
-	s := &idCache[shardOf(ledger, key)]
-	s.mu.RLock()
-	id, ok := s.m[k]
-	s.mu.RUnlock()
-	if ok {
-		return id
+	if id, ok := idCache.Load(k); ok {
+		return id.(ID)
 	}
-	id = derive(role, ledger, key)
-	s.mu.Lock()
-	if s.m == nil || len(s.m) >= idShardLimit {
-		s.m = make(map[idCacheKey]ID, 64)
+	id := derive(role, ledger, key)
+	if idCacheSize.Add(1) > idCacheLimit {
+		idCache.Clear()
+		idCacheSize.Store(1)
 	}
-	s.m[k] = id
-	s.mu.Unlock()
+	idCache.Store(k, id)
 	return id
-}
-
-// shardOf spreads keys over the shards (FNV-1a; not a security boundary:
-// a crafted key only lands in a busier shard).
-func shardOf(ledger uint32, key string) uint32 {
-	h := uint32(2166136261) ^ ledger
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return h % idShards
 }
 
 // CurrencyOperatorID is the ID of the account that funds users on a currency ledger.
