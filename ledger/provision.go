@@ -302,7 +302,7 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 	}
 	uid := UserID(r.Ledger, key)
 	var attempt uint64
-	var lastState [2]tb.Uint128
+	var lastState [2]tb.Uint128 // credits and debits posted at the last step
 	for step := 0; ; step++ {
 		if step == maxLimitSteps {
 			return fmt.Errorf("ledger: set limit of %q: no progress after %d steps", key, step)
@@ -314,7 +314,12 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 		if !ok {
 			return fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 		}
-		if state := [2]tb.Uint128{a.CreditsPosted, a.DebitsPosted}; state != lastState {
+		// A step that left the posted balance as it was (it raced, or a
+		// balancing debit found nothing) spent its ID: the next one from
+		// the same balance needs another.
+		if state := [2]tb.Uint128{a.CreditsPosted, a.DebitsPosted}; step > 0 && state == lastState {
+			attempt++
+		} else {
 			lastState, attempt = state, 0
 		}
 		b, err := balanceOf(a)
@@ -364,9 +369,8 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 		for i, s := range res {
 			switch s.Status {
 			case tb.TransferCreated, tb.TransferLinkedEventFailed:
-			case tb.TransferIDAlreadyFailed:
-				attempt++
-			case tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
+			case tb.TransferIDAlreadyFailed,
+				tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
 				tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
 				// Raced with requests, expiry or another SetLimit: look again.
 			default:

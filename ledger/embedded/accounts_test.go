@@ -6,6 +6,8 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 func accountStatuses(res []tb.CreateAccountResult) string {
@@ -17,7 +19,7 @@ func accountStatuses(res []tb.CreateAccountResult) string {
 }
 
 func TestCreateAccountStatuses(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		// existing is the account that resubmissions compare against.
 		existing := f.account(aHistory)
@@ -146,7 +148,7 @@ func TestCreateAccountStatuses(t *testing.T) {
 }
 
 func TestCreateAccountStored(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		a := f.account(aHistory | aDebitsLimited | aLinked)
 		a.UserData128, a.UserData64, a.UserData32, a.Code = u(7), 8, 9, 10
@@ -162,7 +164,7 @@ func TestCreateAccountStored(t *testing.T) {
 }
 
 func TestImportedEvents(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		// The newest account's timestamp is a point in the past after which
 		// nothing was created yet.

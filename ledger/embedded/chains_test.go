@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 func linked(t tb.Transfer) tb.Transfer {
@@ -12,7 +14,7 @@ func linked(t tb.Transfer) tb.Transfer {
 }
 
 func TestLinkedChainRollback(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0, aDebitsLimited|aHistory)
 		a, c, lim := acc[0], acc[1], acc[2]
@@ -28,7 +30,7 @@ func TestLinkedChainRollback(t *testing.T) {
 		t2 := linked(f.pending(c, a, 5, 60))
 		t3 := linked(f.resolve(fPost, p, u(3)))
 		t4 := linked(f.pending(c, a, 4, 0))
-		t4.Flags |= fClosingCr // closes a
+		t4.Flags |= fClosingCr               // closes a
 		t5 := linked(f.transfer(lim, c, 11)) // exceeds_credits: fails the chain
 		t6 := f.transfer(a, c, 1)
 		res := f.expect([]tb.Transfer{t1, t2, t3, t4, t5, t6},
@@ -72,7 +74,7 @@ func TestLinkedChainRollback(t *testing.T) {
 }
 
 func TestLinkedChainShapes(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		a, c := acc[0], acc[1]
@@ -111,7 +113,7 @@ func TestLinkedChainShapes(t *testing.T) {
 }
 
 func TestLinkedAccountsRollback(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		a1, a2, a3 := f.account(aLinked), f.account(aLinked), f.account(0)
 		a3.Ledger = 0

@@ -6,30 +6,34 @@
 // pending with timeouts, post and void, balancing, closing, imported events,
 // linked chains rolled back as a whole), LookupAccounts, LookupTransfers,
 // GetAccountTransfers, GetAccountBalances, QueryAccounts, QueryTransfers,
-// Nop and Close. Results, statuses and their precedence, timestamps,
-// idempotency (exists, exists_with_different_*, id_already_failed), expiry
-// and the 8189-event limit are those of a real cluster; the package's tests
-// run the same bodies against a real tigerbeetle binary when one is present.
+// Nop and Close. Statuses and their precedence, result timestamps,
+// idempotency (exists, exists_with_different_*, id_already_failed), expiry,
+// filters and the limit of 8189 events or results per request are those of a
+// real cluster: the package's conformance tests run the same bodies on the
+// engine and, when a tigerbeetle binary is present, on a real server.
 //
 // It does not implement GetChangeEvents, which returns an error wrapping
 // ErrUnsupported, and it keeps nothing on disk: the state lives and dies
 // with the Engine.
 //
 // An Engine is safe for concurrent use; requests are applied one at a time,
-// like a cluster commits them.
+// as a cluster commits them.
 //
 // Cluster time comes from a Clock, the system clock by default. Timestamps
 // are nanoseconds since the Unix epoch, unique and strictly increasing even
-// if the clock goes backwards. A pending transfer expires at exactly
-// timestamp + timeout seconds: the first request at or after that instant
-// finds its amount released. With a ManualClock (WithClock) tests let time
-// pass instantly instead of sleeping.
+// if the clock goes backwards; the events of one request get consecutive
+// timestamps. A pending transfer expires at exactly timestamp + timeout
+// seconds: a request stamped at or after that instant finds its amounts
+// released. With a ManualClock (WithClock), tests let time pass at once
+// instead of sleeping.
 //
-// Memory: a stored transfer costs about 120 bytes (measured with one
-// million pending transfers; see TestRetainedBytesPerTransfer), against
-// about 440 bytes in a TigerBeetle data file.
+// Memory: a stored transfer costs about 130 bytes of heap (measured with a
+// million pending transfers by TestRetainedBytesPerTransfer), against about
+// 440 bytes in a TigerBeetle data file. Creating one pending transfer per
+// call takes a few hundred nanoseconds (BenchmarkCreateTransfersPending).
 //
 // Besides serving this module's tests, examples and CLI, the engine is meant
-// for users' own tests: anything that takes a tb.Client can be tested with
-// New() instead of a cluster.
+// for users' own tests: code that takes a tb.Client can be tested against
+// New() instead of a cluster, and a ManualClock makes its timeouts
+// instantaneous and deterministic.
 package embedded

@@ -24,6 +24,7 @@ var (
 // cluster commits requests one at a time.
 type Engine struct {
 	clock Clock
+	sys   *systemClock // the default clock, read without an interface call
 
 	mu     sync.Mutex
 	closed bool
@@ -35,16 +36,23 @@ type Engine struct {
 // Option configures an Engine.
 type Option func(*Engine)
 
-// WithClock sets the clock the engine reads cluster time from (default: the
-// system clock). Use a ManualClock to make pending transfers expire on
-// demand.
+// WithClock sets the clock the engine reads cluster time from. The default
+// is the system clock: the wall-clock time at New plus the monotonic time
+// elapsed since, so that steps of the wall clock do not show. Use a
+// ManualClock to make pending transfers expire on demand. A nil Clock
+// leaves the default.
 func WithClock(c Clock) Option {
-	return func(e *Engine) { e.clock = c }
+	return func(e *Engine) {
+		if c != nil {
+			e.clock, e.sys = c, nil
+		}
+	}
 }
 
 // New returns an empty engine: no accounts, no transfers.
 func New(opts ...Option) *Engine {
-	e := &Engine{clock: systemClock{}, st: newState()}
+	sys := newSystemClock()
+	e := &Engine{clock: sys, sys: sys, st: newState()}
 	for _, opt := range opts {
 		opt(e)
 	}
@@ -110,7 +118,12 @@ func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) 
 	return base, nil
 }
 
-func (e *Engine) now() uint64 { return unixNanos(e.clock.Now()) }
+func (e *Engine) now() uint64 {
+	if e.sys != nil {
+		return e.sys.nanos()
+	}
+	return unixNanos(e.clock.Now())
+}
 
 // The create requests below are the only way state changes (besides
 // expiry, which depends on time alone). Each is applied as a whole at its

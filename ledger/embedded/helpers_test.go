@@ -2,10 +2,11 @@ package embedded_test
 
 import (
 	"fmt"
-	"math/big"
 	"testing"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 // Flags as raw values, to keep the tables short.
@@ -32,21 +33,15 @@ var (
 
 func u(n uint64) tb.Uint128 { return tb.ToUint128(n) }
 
-// sub returns a-b for 128-bit values.
-func sub(a, b tb.Uint128) tb.Uint128 {
-	return tb.BigIntToUint128(new(big.Int).Sub(a.BigInt(), b.BigInt()))
-}
-
 // fixture creates accounts and transfers on one ledger of a backend.
 type fixture struct {
 	t      *testing.T
-	b      *backend
 	c      tb.Client
 	ledger uint32
 }
 
-func newFixture(t *testing.T, b *backend) *fixture {
-	return &fixture{t: t, b: b, c: b.Client, ledger: b.NewLedger()}
+func newFixture(t *testing.T, b *testenv.Backend) *fixture {
+	return &fixture{t: t, c: b.Client, ledger: b.NewLedger()}
 }
 
 // account returns an unsaved account on the fixture's ledger.

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 func TestResubmitTransfer(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0, 0)
 		a, c, d := acc[0], acc[1], acc[2]
@@ -111,7 +113,7 @@ func TestResubmitTransfer(t *testing.T) {
 
 // TestRetryAfterFailure checks which failures use up a transfer's ID.
 func TestRetryAfterFailure(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0, aDebitsLimited, aCreditLimited, aClosed, 0, 0)
 		a, c, lim, dlim, closed, ov1, ov2 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6]
@@ -191,7 +193,7 @@ func TestRetryAfterFailure(t *testing.T) {
 }
 
 func TestRetryAfterExpiry(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		p := f.pending(acc[0], acc[1], 1, 1)

@@ -30,7 +30,14 @@ func (s *idSet) find(id tb.Uint128) (uint32, bool) {
 	if s.n == 0 {
 		return 0, false
 	}
-	h := hashID(id)
+	return s.findHashed(id, hashID(id))
+}
+
+// findHashed is find with the ID's hash already computed.
+func (s *idSet) findHashed(id tb.Uint128, h uint64) (uint32, bool) {
+	if s.n == 0 {
+		return 0, false
+	}
 	tag := h >> 32
 	mask := uint64(len(s.slots) - 1)
 	for p := h & mask; ; p = (p + 1) & mask {
@@ -48,7 +55,10 @@ func (s *idSet) find(id tb.Uint128) (uint32, bool) {
 }
 
 // add appends id, which must not be in the set, and returns its index.
-func (s *idSet) add(id tb.Uint128) uint32 {
+func (s *idSet) add(id tb.Uint128) uint32 { return s.addHashed(id, hashID(id)) }
+
+// addHashed is add with the ID's hash already computed.
+func (s *idSet) addHashed(id tb.Uint128, h uint64) uint32 {
 	i := s.n
 	if i&chunkMask == 0 && int(i>>chunkShift) == len(s.keys) {
 		s.keys = append(s.keys, new([chunkSize]tb.Uint128))
@@ -58,7 +68,7 @@ func (s *idSet) add(id tb.Uint128) uint32 {
 	if uint64(s.n)*4 > uint64(len(s.slots))*3 {
 		s.rehash(max(16, 2*len(s.slots)))
 	} else {
-		s.insert(hashID(id), i)
+		s.insert(h, i)
 	}
 	return i
 }

@@ -133,10 +133,10 @@ type undo struct {
 }
 
 const (
-	undoAccount     = iota // restore the balances and flags of account idx
-	undoState              // restore the pending state of transfer idx
-	undoTransfer           // remove the last stored transfer
-	undoAccountNew         // remove the last created account
+	undoAccount    = iota // restore the balances and flags of account idx
+	undoState             // restore the pending state of transfer idx
+	undoTransfer          // remove the last stored transfer
+	undoAccountNew        // remove the last created account
 )
 
 // state is TigerBeetle's state machine. It is deterministic: the same
@@ -512,21 +512,22 @@ func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTra
 	if t.ID == tbMaxInt {
 		return tb.TransferIDMustNotBeIntMax, ts
 	}
-	if i, ok := s.transferIDs.find(t.ID); ok {
+	h := hashID(t.ID)
+	if i, ok := s.transferIDs.findHashed(t.ID, h); ok {
 		status := s.transferExists(t, i)
 		if status == tb.TransferExists {
 			return status, s.transfers.at(i).ts
 		}
 		return status, ts
 	}
-	if _, ok := s.failedIDs.find(t.ID); ok {
+	if _, ok := s.failedIDs.findHashed(t.ID, h); ok {
 		return tb.TransferIDAlreadyFailed, ts
 	}
 	var status tb.CreateTransferStatus
 	if t.Flags&tfPostOrVoid != 0 {
-		status = s.postOrVoid(t, eventTs)
+		status = s.postOrVoid(t, eventTs, h)
 	} else {
-		status = s.createPlain(t, eventTs)
+		status = s.createPlain(t, eventTs, h)
 	}
 	if status == tb.TransferCreated {
 		return status, eventTs
@@ -534,7 +535,9 @@ func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTra
 	return status, ts
 }
 
-func (s *state) createPlain(t *tb.Transfer, eventTs uint64) tb.CreateTransferStatus {
+// createPlain creates a transfer that is neither a post nor a void; h is
+// the hash of its ID.
+func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferStatus {
 	switch {
 	case t.DebitAccountID == tbZero:
 		return tb.TransferDebitAccountIDMustNotBeZero
@@ -644,7 +647,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs uint64) tb.CreateTransferSta
 		s.saveAccount(di)
 		s.saveAccount(ci)
 	}
-	idx := s.storeTransfer(t, amount, eventTs, di, ci)
+	idx := s.storeTransfer(t, h, amount, eventTs, di, ci)
 	x := s.transfers.at(idx)
 	if pending {
 		x.setState(statePending)
@@ -674,8 +677,8 @@ func overflows(a, b u128) bool {
 }
 
 // storeTransfer appends the transfer record; the caller fills in the state.
-func (s *state) storeTransfer(t *tb.Transfer, amount u128, eventTs uint64, di, ci uint32) uint32 {
-	s.transferIDs.add(t.ID)
+func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uint64, di, ci uint32) uint32 {
+	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
 	*x = xfer{
 		amount:  amount,
@@ -707,7 +710,9 @@ func (s *state) index(idx uint32, dr, cr *acct) {
 	}
 }
 
-func (s *state) postOrVoid(t *tb.Transfer, eventTs uint64) tb.CreateTransferStatus {
+// postOrVoid creates a transfer that posts or voids a pending transfer; h
+// is the hash of its ID.
+func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferStatus {
 	post := t.Flags&tfPost != 0
 	void := t.Flags&tfVoid != 0
 	if post && void || t.Flags&(tfPending|tfBalancingDr|tfBalancingCr|tfClosing) != 0 {
@@ -797,7 +802,7 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs uint64) tb.CreateTransferStat
 	}
 	stored.Code = p.code
 	pAmount, pClosing := p.amount, p.flags&tfClosing
-	idx := s.storeTransfer(&stored, amount, eventTs, di, ci)
+	idx := s.storeTransfer(&stored, h, amount, eventTs, di, ci)
 	s.transfers.at(idx).pending = pi
 	s.pendingCount--
 	dr.dPend = dr.dPend.sub(pAmount)

@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 func TestCreateTransferStatuses(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		// a, c: unlimited; lim: debits limited, funded with 100; dlim: credits
 		// limited, no debits; closed: created closed; other: another ledger.
@@ -60,7 +62,7 @@ func TestCreateTransferStatuses(t *testing.T) {
 			{"flags_are_mutually_exclusive pending+post", tr(flags(fPending|fPost), pendID(missing)), tb.TransferFlagsAreMutuallyExclusive},
 			{"flags_are_mutually_exclusive post+balancing", tr(flags(fPost|fBalancingDr), pendID(missing)), tb.TransferFlagsAreMutuallyExclusive},
 			{"flags_are_mutually_exclusive void+closing", tr(flags(fVoid|fClosingCr), pendID(missing)), tb.TransferFlagsAreMutuallyExclusive},
-			{"flags_are_mutually_exclusive before pending_id_must_not_be_zero", tr(flags(fVoid|fBalancingCr)), tb.TransferFlagsAreMutuallyExclusive},
+			{"flags_are_mutually_exclusive before pending_id_must_not_be_zero", tr(flags(fVoid | fBalancingCr)), tb.TransferFlagsAreMutuallyExclusive},
 			{"debit_account_id_must_not_be_zero before credit", tr(dr(tb.Uint128{}), cr(tb.Uint128{})), tb.TransferDebitAccountIDMustNotBeZero},
 			{"debit_account_id_must_not_be_int_max", tr(dr(idMax)), tb.TransferDebitAccountIDMustNotBeIntMax},
 			{"credit_account_id_must_not_be_zero", tr(cr(tb.Uint128{})), tb.TransferCreditAccountIDMustNotBeZero},

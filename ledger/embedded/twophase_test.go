@@ -5,10 +5,12 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv"
 )
 
 func TestPostVoidStatuses(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		a, c := acc[0], acc[1]
@@ -93,7 +95,7 @@ func TestPostVoidStatuses(t *testing.T) {
 }
 
 func TestPostAndVoidAmounts(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		a, c := acc[0], acc[1]
@@ -101,7 +103,7 @@ func TestPostAndVoidAmounts(t *testing.T) {
 		f.must(p1, p2, p3, p4, p5)
 		f.balance(a, bal{dPend: 150})
 
-		postZero := f.resolve(fPost, p1, u(0))   // posts 0, releases 10
+		postZero := f.resolve(fPost, p1, u(0))     // posts 0, releases 10
 		postMax := f.resolve(fPost, p2, amountMax) // posts the full 20
 		postExact := f.resolve(fPost, p3, u(30))
 		voidZero := f.resolve(fVoid, p4, u(0)) // stored with the full 40
@@ -128,7 +130,7 @@ func TestPostAndVoidAmounts(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(aDebitsLimited|aHistory, 0)
 		user, op := acc[0], acc[1]
@@ -182,7 +184,7 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestExpiryVoidWithWrongAmount(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		p := f.pending(acc[0], acc[1], 5, 1)
@@ -194,7 +196,7 @@ func TestExpiryVoidWithWrongAmount(t *testing.T) {
 }
 
 func TestExpiryReopensClosedAccount(t *testing.T) {
-	each(t, func(t *testing.T, b *backend) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		f := newFixture(t, b)
 		acc := f.accounts(0, 0)
 		a, c := acc[0], acc[1]
