@@ -21,7 +21,8 @@ import (
 // the context has none) and returns ErrUnavailable when it passes. A call that
 // timed out may still be applied by the cluster afterwards.
 type Client struct {
-	tb          tb.Client
+	tb          tb.Client // counted, below
+	counted     counting
 	inProcess   bool
 	now         func() time.Time
 	timeout     time.Duration
@@ -84,7 +85,9 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 
 // New returns a Client that keeps limits through c. Close does not close c.
 func New(c tb.Client, opts ...Option) *Client {
-	cl := &Client{tb: c, timeout: 5 * time.Second, maxWaiting: 1 << 16, now: time.Now}
+	cl := &Client{timeout: 5 * time.Second, maxWaiting: 1 << 16, now: time.Now}
+	cl.counted.Client = c
+	cl.tb = &cl.counted
 	cl.maxBatch.Store(BatchMax)
 	if e, ok := c.(interface{ Now() time.Time }); ok {
 		cl.now = e.Now
@@ -117,7 +120,7 @@ func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error)
 // unresponsive cluster return ErrUnavailable.
 func (c *Client) Close() {
 	if c.closeTB {
-		c.tb.Close()
+		c.counted.Client.Close()
 	}
 }
 
