@@ -123,11 +123,27 @@ func validAmount(amount uint64) error {
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's Policy decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
+	if c.coalesce != nil && req.ID.IsZero() {
+		if err := validHold(r, req); err != nil {
+			return Decision{}, err
+		}
+		return c.acquireCoalesced(ctx, r, req)
+	}
 	ds, err := c.AcquireAll(ctx, []Hold{{Resource: r, Request: req}})
 	if len(ds) == 0 {
 		return Decision{}, err
 	}
 	return ds[0], err
+}
+
+func validHold(r Resource, req Request) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if err := validKey(req.User); err != nil {
+		return err
+	}
+	return validAmount(req.Amount)
 }
 
 // Hold is one part of an AcquireAll: units of one resource for one user.
@@ -149,13 +165,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 	chain := make([]tb.Transfer, len(holds))
 	ids := make([]ID, len(holds))
 	for i, h := range holds {
-		if err := h.Resource.Validate(); err != nil {
-			return nil, err
-		}
-		if err := validKey(h.Request.User); err != nil {
-			return nil, err
-		}
-		if err := validAmount(h.Request.Amount); err != nil {
+		if err := validHold(h.Resource, h.Request); err != nil {
 			return nil, err
 		}
 		secs, _ := WindowSeconds(h.Resource.Window)

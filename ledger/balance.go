@@ -59,12 +59,11 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 	var found uint64
 	done := map[ID]bool{}
 	for {
-		f.Limit = pageSize(want - min(want, found))
-		page, err := call(ctx, c, func() ([]tb.Transfer, error) { return c.tb.GetAccountTransfers(f) })
+		got, err := page(ctx, c, &f, &f.Limit, pageSize(want-min(want, found)), c.tb.GetAccountTransfers)
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range page {
+		for _, t := range got {
 			flags := t.TransferFlags()
 			switch {
 			case flags.PostPendingTransfer || flags.VoidPendingTransfer:
@@ -78,10 +77,10 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 				}
 			}
 		}
-		if len(page) == 0 || (want > 0 && found >= want) {
+		if len(got) == 0 || (want > 0 && found >= want) {
 			break
 		}
-		f.TimestampMin = page[len(page)-1].Timestamp + 1
+		f.TimestampMin = got[len(got)-1].Timestamp + 1
 	}
 	out = slices.DeleteFunc(out, func(fl flight) bool { return done[fl.id] })
 	slices.SortFunc(out, func(a, b flight) int {

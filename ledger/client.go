@@ -31,6 +31,7 @@ type Client struct {
 	unavailable Policy
 	closeTB     bool
 	batch       batcher
+	coalesce    *coalescer // nil unless WithCoalescing
 	maxBatch    atomic.Int64 // the most events sent in one request
 }
 
@@ -256,7 +257,50 @@ func (c *Client) lookupAccounts(ctx context.Context, ids ...ID) ([]tb.Account, e
 	for i, id := range ids {
 		u[i] = id.tb()
 	}
-	return call(ctx, c, func() ([]tb.Account, error) { return c.tb.LookupAccounts(u) })
+	return lookup(ctx, c, u, c.tb.LookupAccounts)
+}
+
+// lookup sends a lookup in parts the cluster accepts, halving them when it
+// answers that one is too large (as split does for creates).
+func lookup[R any](ctx context.Context, c *Client, ids []tb.Uint128, send func([]tb.Uint128) ([]R, error)) ([]R, error) {
+	var out []R
+	for start := 0; start < len(ids) || start == 0; {
+		size := int(c.maxBatch.Load())
+		end := min(start+size, len(ids))
+		part := ids[start:end]
+		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		if errors.Is(err, ErrTooMany) && len(part) > 1 {
+			c.maxBatch.CompareAndSwap(int64(size), int64(max(len(part)/2, 1)))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if start == 0 && end == len(ids) {
+			return res, nil
+		}
+		out = append(out, res...)
+		if end == len(ids) {
+			break
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// page returns the next page of f's query: at most limit results, fewer if
+// the cluster takes fewer per request (it answers ErrTooMany to a limit it
+// cannot return in one reply, and the limit is halved).
+func page[F, R any](ctx context.Context, c *Client, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
+	for {
+		*limit = uint32(min(int64(want), c.maxBatch.Load()))
+		res, err := call(ctx, c, func() ([]R, error) { return send(*f) })
+		if errors.Is(err, ErrTooMany) && *limit > 1 {
+			c.maxBatch.CompareAndSwap(int64(*limit), int64(*limit/2))
+			continue
+		}
+		return res, err
+	}
 }
 
 // lookupAccount returns the account with id, or ok=false.

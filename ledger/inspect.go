@@ -113,7 +113,7 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 		ids[i] = f.id.tb()
 	}
 	if len(ids) > 0 {
-		ts, err := call(ctx, c, func() ([]tb.Transfer, error) { return c.tb.LookupTransfers(ids) })
+		ts, err := lookup(ctx, c, ids, c.tb.LookupTransfers)
 		if err != nil {
 			return nil, err
 		}

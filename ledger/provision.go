@@ -461,15 +461,14 @@ func (c *Client) createOne(ctx context.Context, t tb.Transfer) error {
 func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Account, error) {
 	var out []tb.Account
 	for {
-		f.Limit = BatchMax
-		page, err := call(ctx, c, func() ([]tb.Account, error) { return c.tb.QueryAccounts(f) })
+		got, err := page(ctx, c, &f, &f.Limit, BatchMax, c.tb.QueryAccounts)
 		if err != nil {
 			return nil, err
 		}
-		if len(page) == 0 {
+		if len(got) == 0 {
 			return out, nil // a server may return fewer than asked: only an empty page ends
 		}
-		out = append(out, page...)
-		f.TimestampMin = page[len(page)-1].Timestamp + 1
+		out = append(out, got...)
+		f.TimestampMin = got[len(got)-1].Timestamp + 1
 	}
 }
