@@ -31,7 +31,7 @@ type Client struct {
 	unavailable Policy
 	closeTB     bool
 	batch       batcher
-	coalesce    *coalescer // nil unless WithCoalescing
+	coalesce    *coalescer   // nil unless WithCoalescing
 	maxBatch    atomic.Int64 // the most events sent in one request
 }
 
