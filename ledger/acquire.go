@@ -123,9 +123,12 @@ func validAmount(amount uint64) error {
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's Policy decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
-	if c.coalesce != nil && req.ID.IsZero() {
+	if (c.leases != nil || c.coalesce != nil) && req.ID.IsZero() {
 		if err := validHold(r, req); err != nil {
 			return Decision{}, err
+		}
+		if c.leases != nil {
+			return c.acquireLeased(ctx, r, req)
 		}
 		return c.acquireCoalesced(ctx, r, req)
 	}

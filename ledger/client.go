@@ -32,6 +32,7 @@ type Client struct {
 	closeTB     bool
 	batch       batcher
 	coalesce    *coalescer   // nil unless WithCoalescing
+	leases      *leaser      // nil unless WithLeases
 	maxBatch    atomic.Int64 // the most events sent in one request
 }
 

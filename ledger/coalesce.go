@@ -313,6 +313,7 @@ func (c *Client) regrant(t tb.Transfer, used uint64) []tb.Transfer {
 	void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
 	again := t
 	again.ID = NewID().tb()
+	again.Timestamp = 0 // t may be the stored transfer
 	again.Amount = tb.ToUint128(used)
 	again.Flags = tb.TransferFlags{Pending: true}.ToUint16()
 	return []tb.Transfer{void, again}

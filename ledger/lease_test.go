@@ -1,0 +1,136 @@
+package ledger_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/testenv"
+)
+
+// Leases keep to their stated bound: at most the limit in any interval of
+// length W−τ, and at most limit + P×K in any window W.
+func TestLeasesPropertyBound(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const limit, maxUnits = 400, 20
+		w, tau := 2*time.Second, 100*time.Millisecond
+		r := ledger.Resource{Name: "lease", Ledger: b.NewLedger(), Kind: ledger.Bytes, Window: w, DefaultLimit: limit, Lazy: true}
+		cfg := ledger.Leases{Lifetime: tau, MaxUnits: maxUnits}
+		clients := []*ledger.Client{
+			ledger.New(b.Client, ledger.WithLeases(cfg)),
+			ledger.New(b.Client, ledger.WithLeases(cfg)),
+			ledger.New(b.Client, ledger.WithCoalescing(0)),
+		}
+		const leasing = 2 // P: processes that take leases
+		if err := clients[0].CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		rounds := 30
+		if b.Real {
+			rounds = 8
+		}
+		var mu sync.Mutex
+		var admitted []admission
+		denied := 0
+		for round := 0; round < rounds; round++ {
+			var wg sync.WaitGroup
+			for g := 0; g < 30; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+					c := clients[g%len(clients)]
+					for i := 0; i < 8; i++ {
+						amount := 1 + rng.Uint64N(3)
+						d, err := c.Acquire(ctx, r, ledger.Request{User: "hot", Amount: amount})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						if d.Allowed {
+							admitted = append(admitted, admission{d.Timestamp, amount})
+						} else {
+							denied++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			b.Advance(t, time.Duration(20+rand.IntN(200))*time.Millisecond)
+		}
+		if len(admitted) == 0 || denied == 0 {
+			t.Fatalf("%d admitted, %d denied: the test must see both", len(admitted), denied)
+		}
+		if got := maxInWindow(admitted, w-tau); got > limit {
+			t.Fatalf("%d units admitted within W−τ = %v, limit %d", got, w-tau, limit)
+		}
+		if got := maxInWindow(admitted, w); got > limit+leasing*maxUnits {
+			t.Fatalf("%d units admitted within W = %v, bound %d", got, w, limit+leasing*maxUnits)
+		}
+		t.Logf("%d admitted, %d denied; most in W: %d, in W−τ: %d", len(admitted), denied, maxInWindow(admitted, w), maxInWindow(admitted, w-tau))
+	})
+}
+
+// A hot user is served mostly from leases: few transfers per decision, and
+// unused units come back when a lease ends.
+func TestLeasesHotUser(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		tau := 200 * time.Millisecond
+		c := ledger.New(b.Client, ledger.WithLeases(ledger.Leases{Lifetime: tau, MaxUnits: 500}))
+		r := ledger.Resource{Name: "hot", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 100000, Lazy: true}
+		if err := c.CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		allowed := 0
+		for g := 0; g < 32; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 100; i++ {
+					d, err := c.Acquire(ctx, r, ledger.Request{User: "hot", Amount: 1})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if d.Allowed {
+						allowed++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		sent := c.Stats().CreateTransfers.Events
+		if allowed != 3200 {
+			t.Fatalf("allowed %d of 3200", allowed)
+		}
+		if sent*10 > uint64(allowed) {
+			t.Fatalf("%d transfers for %d decisions: leases do not pay off", sent, allowed)
+		}
+		// Unused lease units come back when the lease ends.
+		b.Advance(t, tau+time.Millisecond)
+		if _, err := c.Acquire(ctx, r, ledger.Request{User: "hot", Amount: 1}); err != nil { // ends the old lease
+			t.Fatal(err)
+		}
+		b.Advance(t, tau+time.Millisecond)
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			u := inspect(t, c, r, "hot")
+			if u.InFlight == 3201 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Inspect = %+v, want exactly the 3201 admitted units in flight", u)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%d transfers for %d decisions", sent, allowed)
+	})
+}
