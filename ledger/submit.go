@@ -59,6 +59,12 @@ type batcher struct {
 	mu      sync.Mutex
 	queue   []*submission
 	leading bool
+
+	// The leader's buffers, reused from batch to batch.
+	chain []tb.Transfer
+	uniq  []ID
+	pos   map[ID]int
+	later []tb.Uint128
 }
 
 func (b *batcher) run(c *Client, op *submission) {
@@ -76,7 +82,7 @@ func (b *batcher) run(c *Client, op *submission) {
 	b.queue = nil
 	b.mu.Unlock()
 
-	c.apply(batch)
+	c.apply(b, batch)
 
 	b.mu.Lock()
 	if len(b.queue) == 0 {
@@ -94,26 +100,29 @@ func (b *batcher) run(c *Client, op *submission) {
 	}
 }
 
-// apply runs a batch of submissions as one create and one lookup. Every
-// submission's chain ends unlinked, so they stay independent.
-func (c *Client) apply(batch []*submission) {
-	chain, ids := batch[0].chain, batch[0].accounts
-	if len(batch) > 1 {
-		var nt, na int
-		for _, s := range batch {
-			nt += len(s.chain)
-			na += len(s.accounts)
-		}
-		chain, ids = make([]tb.Transfer, 0, nt), make([]ID, 0, na)
-		for _, s := range batch {
-			chain = append(chain, s.chain...)
-			ids = append(ids, s.accounts...)
+// apply runs a batch of submissions as one create and one lookup of the
+// distinct accounts. Every submission's chain ends unlinked, so they stay
+// independent. Only the leader calls it: b's buffers are reused.
+func (c *Client) apply(b *batcher, batch []*submission) {
+	if b.pos == nil {
+		b.pos = make(map[ID]int)
+	}
+	clear(b.pos)
+	chain, uniq := b.chain[:0], b.uniq[:0]
+	for _, s := range batch {
+		chain = append(chain, s.chain...)
+		for _, id := range s.accounts {
+			if _, ok := b.pos[id]; !ok {
+				b.pos[id] = len(uniq)
+				uniq = append(uniq, id)
+			}
 		}
 	}
+	b.chain, b.uniq = chain, uniq
 	res, err := c.createTransfers(context.Background(), chain)
 	var found []tb.Account
 	if err == nil {
-		found, err = c.lookupAccounts(context.Background(), ids...)
+		found, err = c.lookupAccounts(context.Background(), uniq...)
 	}
 	if err != nil {
 		for _, s := range batch {
@@ -121,34 +130,32 @@ func (c *Client) apply(batch []*submission) {
 		}
 		return
 	}
-	all := matchAccounts(ids, found)
+	accounts := matchAccounts(uniq, found)
 	// Walk the batch backwards, taking each submission's pending debits
 	// out of the accounts before handing the earlier ones their snapshot.
-	var later map[ID]tb.Uint128
-	r, k := len(res), len(all)
+	later := b.later[:0]
+	for range uniq {
+		later = append(later, tb.Uint128{})
+	}
+	b.later = later
+	r := len(res)
 	for i := len(batch) - 1; i >= 0; i-- {
 		s := batch[i]
 		r -= len(s.chain)
-		k -= len(s.accounts)
 		s.results = res[r : r+len(s.chain) : r+len(s.chain)]
-		s.found = all[k : k+len(s.accounts) : k+len(s.accounts)]
-		if later != nil {
-			for j := range s.found {
-				if d, ok := later[fromTB(s.found[j].ID)]; ok {
-					s.found[j].DebitsPending = sub128(s.found[j].DebitsPending, d)
-				}
+		s.found = make([]tb.Account, len(s.accounts))
+		for j, id := range s.accounts {
+			k := b.pos[id]
+			s.found[j] = accounts[k]
+			if later[k] != (tb.Uint128{}) {
+				s.found[j].DebitsPending = sub128(s.found[j].DebitsPending, later[k])
 			}
-		}
-		if i == 0 {
-			break
 		}
 		for j, t := range s.chain {
 			if s.results[j].Status == tb.TransferCreated && t.TransferFlags().Pending {
-				if later == nil {
-					later = make(map[ID]tb.Uint128)
+				if k, ok := b.pos[fromTB(t.DebitAccountID)]; ok {
+					later[k] = add128(later[k], t.Amount)
 				}
-				id := fromTB(t.DebitAccountID)
-				later[id] = add128(later[id], t.Amount)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,10 +26,10 @@ const (
 )
 
 const exitCodeHelp = `Exit codes:
-  0  success (admitted)
-  1  error
-  2  usage error
-  3  denied by a limit (nothing was taken or paid)`
+  0  success; the request was admitted
+  1  error (bad input in a file, an unknown resource or user, the cluster or data file unavailable)
+  2  usage error (a bad command line: unknown command or flag, a malformed argument)
+  3  denied by a limit (acquire, pay: nothing was taken or paid)`
 
 // Main runs the command line of this process and returns its exit code.
 func Main() ExitCode {
@@ -54,10 +55,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ex.code
 	}
 	fmt.Fprintln(stderr, "tblimit:", err)
-	if isUsage(err) {
+	if isUsage(err) || isCobraUsage(err) {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// isCobraUsage recognizes the command-line errors cobra makes itself.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "required flag(s) ") ||
+		strings.HasPrefix(msg, "invalid argument ") || strings.HasPrefix(msg, "accepts ") ||
+		strings.HasPrefix(msg, "requires at least ") || strings.HasPrefix(msg, "unknown flag")
 }
 
 // exitError ends a command with a given code; err, if any, is printed.
@@ -89,17 +98,75 @@ func isUsage(err error) bool {
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "tblimit",
-		Short:         "Rate, bandwidth and money limits kept as double-entry ledgers in TigerBeetle",
-		Long:          "tblimit provisions and operates rate, bandwidth and money limits kept as double-entry ledgers in TigerBeetle.\n\n" + exitCodeHelp,
+		Use:   "tblimit",
+		Short: "Rate, bandwidth and money limits kept as double-entry ledgers in TigerBeetle",
+		Long: `tblimit provisions and operates rate, bandwidth and money limits kept as
+double-entry ledgers in TigerBeetle.
+
+It talks to a TigerBeetle cluster given by --addresses and --cluster-id, or,
+without addresses, to the embedded engine kept in the data file --data, so
+that what one command provisions the next one sees.
+
+Every flag marked [env] above can also be set with TBLIMIT_<FLAG> (e.g.
+TBLIMIT_ADDRESSES, TBLIMIT_CLUSTER_ID, TBLIMIT_DATA, TBLIMIT_OUTPUT); an
+explicit flag wins. -o json prints stable JSON on stdout (fields in README);
+errors go to stderr, once.
+
+` + exitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.prepare(cmd)
+		},
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newDemo())
+	g.bind(root.PersistentFlags())
+	root.AddGroup(
+		&cobra.Group{ID: "provision", Title: "Provisioning:"},
+		&cobra.Group{ID: "operate", Title: "Operations:"},
+		&cobra.Group{ID: "tools", Title: "Tools:"},
+	)
+	for _, c := range []*cobra.Command{newResources(g), newUsers(g), newApply(g)} {
+		c.GroupID = "provision"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newAcquire(g), newPay(g), newFund(g), newUsage(g)} {
+		c.GroupID = "operate"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newTigerBeetle(g), newDemo()} {
+		c.GroupID = "tools"
+		root.AddCommand(c)
+	}
+	root.SetHelpCommandGroupID("tools")
+	root.SetCompletionCommandGroupID("tools")
 	return root
+}
+
+// group makes cmd a noun whose verbs are its subcommands: alone it prints
+// its help; with an unknown verb it is a usage error.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
+}
+
+// args wraps a cobra argument check so that its errors are usage errors.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return &usageError{fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())}
+		}
+		return nil
+	}
 }
