@@ -17,7 +17,11 @@ import (
 // it got to the waiting callers in arrival order (a caller whose amount no
 // longer fits is denied, a later smaller one may still fit). Units not
 // handed out are given back at once. The flush for different users goes out
-// as one batch. A call waits at most about wait before its flush starts.
+// as one batch. With wait 0 (the usual choice) a call that finds nothing in
+// flight for its user flushes at once, so only calls that would have queued
+// anyway are merged; a positive wait holds each flush back that long (timers
+// have the operating system's granularity, often about a millisecond) to
+// gather more.
 //
 // Coalescing is exact: every unit still returns one full window after the
 // transfer that admitted it, so at most the limit is admitted in any window,
@@ -89,8 +93,20 @@ func (c *Client) acquireCoalesced(ctx context.Context, r Resource, req Request) 
 	}
 	w := &waiter{req: req, done: make(chan struct{})}
 	q.waiting = append(q.waiting, w)
-	co.enqueue(c, q)
+	lead := co.wait <= 0 && !co.scheduled && !q.busy && !q.queued
+	if lead {
+		// Nothing to wait for: this caller flushes at once, taking along
+		// whatever else is ready.
+		q.queued = true
+		co.ready = append(co.ready, q)
+		co.scheduled = true
+	} else {
+		co.enqueue(c, q)
+	}
 	co.mu.Unlock()
+	if lead {
+		co.flush(c)
+	}
 	select {
 	case <-w.done:
 		return w.d, w.err
