@@ -103,9 +103,9 @@ var (
 // A create request costs one write and one fsync (a few milliseconds on
 // most disks), whatever its size: batch events. The state lives in memory
 // and is rebuilt from the whole journal on every Open, which takes time in
-// proportion to the events ever created (about a second per million on a
-// laptop). The journal only grows, by 152 bytes per event or less; compacting
-// it into a snapshot is future work.
+// proportion to the events ever created (about two seconds per million on
+// a 2-core machine). The journal only grows, by 152 bytes per event or
+// less; compacting it into a snapshot is future work.
 //
 // File is available on Unix systems (it needs flock).
 type File struct {

@@ -109,9 +109,9 @@ It talks to a TigerBeetle cluster given by --addresses and --cluster-id, or,
 without addresses, to the embedded engine kept in the data file --data, so
 that what one command provisions the next one sees.
 
-Every flag marked [env] above can also be set with TBLIMIT_<FLAG> (e.g.
-TBLIMIT_ADDRESSES, TBLIMIT_CLUSTER_ID, TBLIMIT_DATA, TBLIMIT_OUTPUT); an
-explicit flag wins. -o json prints stable JSON on stdout (fields in README);
+The flags marked [env] can also be set with TBLIMIT_<FLAG> (TBLIMIT_ADDRESSES,
+TBLIMIT_CLUSTER_ID, TBLIMIT_DATA, TBLIMIT_OUTPUT, TBLIMIT_TIMEOUT); an explicit
+flag wins. -o json prints stable JSON on stdout (fields in README);
 errors go to stderr, once.
 
 ` + exitCodeHelp,
@@ -124,7 +124,7 @@ errors go to stderr, once.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	g.bind(root.PersistentFlags())
 	root.AddGroup(
 		&cobra.Group{ID: "provision", Title: "Provisioning:"},
@@ -146,6 +146,19 @@ errors go to stderr, once.
 	root.SetHelpCommandGroupID("tools")
 	root.SetCompletionCommandGroupID("tools")
 	return root
+}
+
+// flagError makes flag errors usage errors, and explains a negative number
+// taken for a flag.
+func flagError(_ *cobra.Command, err error) error {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, "unknown shorthand flag") && i >= 0 {
+		arg := msg[i+len(" in "):]
+		if len(arg) > 1 && arg[1] >= '0' && arg[1] <= '9' {
+			return usagef("%q: negative numbers are not allowed (amounts and limits are whole numbers)", arg)
+		}
+	}
+	return &usageError{err}
 }
 
 // group makes cmd a noun whose verbs are its subcommands: alone it prints

@@ -1,0 +1,598 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/testenv"
+)
+
+// acceptRequests is the first acceptance scenario: 5 requests per 2 s; the
+// sixth is denied (exit 3); 2 s later requests are admitted again. wait lets
+// the time pass.
+func acceptRequests(t *testing.T, e *cliEnv, ledgerNo string, wait func(time.Duration)) {
+	t.Helper()
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", ledgerNo, "--window", "2s", "--limit", "5")
+	e.ok("users", "add", "api", "alice")
+	for i := 1; i <= 5; i++ {
+		var d decisionJSON
+		e.json(ExitOK, &d, "acquire", "api", "alice")
+		if !d.Allowed || d.Remaining != uint64(5-i) || d.Limit != 5 {
+			t.Fatalf("acquire %d = %+v, want allowed with %d remaining of 5", i, d, 5-i)
+		}
+	}
+	r := e.code(ExitDenied, "acquire", "api", "alice")
+	if !strings.Contains(r.stdout, "denied (limit exceeded)") || r.stderr != "" {
+		t.Fatalf("acquire 6: stdout %q, stderr %q; want a denial on stdout and nothing on stderr", r.stdout, r.stderr)
+	}
+	var d decisionJSON
+	e.json(ExitDenied, &d, "acquire", "api", "alice")
+	if d.Allowed || d.Reason != "limit_exceeded" || d.RetryAfterSeconds <= 0 || d.RetryAfterSeconds > 2 {
+		t.Fatalf("acquire 7 = %+v, want denied, retry within 2s", d)
+	}
+	wait(2 * time.Second)
+	e.json(ExitOK, &d, "acquire", "api", "alice")
+	if !d.Allowed {
+		t.Fatalf("acquire after 2s = %+v, want allowed", d)
+	}
+}
+
+// acceptMoney is the second acceptance scenario: 1000 per day; fund 5000;
+// pay 600 (0), 600 again (3, nothing moved), 400 (0).
+func acceptMoney(t *testing.T, e *cliEnv, limitLedger, currency string) {
+	t.Helper()
+	e.ok("resources", "create", "usd-day", "--kind", "money", "--ledger", limitLedger, "--currency", currency, "--window", "1d", "--limit", "1000")
+	e.ok("users", "add", "usd-day", "alice")
+	e.ok("users", "add", "usd-day", "shop")
+	var f fundJSON
+	e.json(ExitOK, &f, "fund", "usd-day", "alice", "5000")
+	if f.Funds != 5000 {
+		t.Fatalf("fund = %+v, want alice holding 5000", f)
+	}
+	funds := func(user string) (limit, available, held uint64) {
+		t.Helper()
+		var u userJSON
+		e.json(ExitOK, &u, "users", "show", "usd-day", user)
+		return u.Limit, u.Available, *u.Funds
+	}
+	for i, step := range []struct {
+		amount          string
+		code            ExitCode
+		alice, shop     uint64
+		limitsAvailable uint64
+	}{
+		{"600", ExitOK, 4400, 600, 400},
+		{"600", ExitDenied, 4400, 600, 400},
+		{"400", ExitOK, 4000, 1000, 0},
+	} {
+		var d decisionJSON
+		e.json(step.code, &d, "pay", "usd-day", "alice", "shop", step.amount)
+		if d.Allowed != (step.code == ExitOK) || *d.Funds != step.alice {
+			t.Fatalf("pay %d (%s) = %+v", i, step.amount, d)
+		}
+		if _, avail, held := funds("alice"); held != step.alice || avail != step.limitsAvailable {
+			t.Fatalf("after pay %d: alice holds %d with %d of her limit available, want %d and %d", i, held, avail, step.alice, step.limitsAvailable)
+		}
+		if _, _, held := funds("shop"); held != step.shop {
+			t.Fatalf("after pay %d: shop holds %d, want %d", i, held, step.shop)
+		}
+	}
+}
+
+func TestAcceptanceRequestRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Units return exactly one window after their cluster timestamp, which
+	// is a little after the clock's reading when the clock stands still.
+	acceptRequests(t, e, "1", func(d time.Duration) { e.clock.Advance(d + time.Millisecond) })
+}
+
+// The same scenario in real time, as a new user runs it by hand: separate
+// commands, each opening the data file again.
+func TestAcceptanceRequestRateRealTime(t *testing.T) {
+	t.Parallel()
+	e := newRealTimeEnv(t)
+	acceptRequests(t, e, "1", time.Sleep)
+}
+
+func TestAcceptanceMoney(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acceptMoney(t, e, "3", "840")
+}
+
+// The acceptance scenarios against a real server started with tblimit
+// tigerbeetle up; skipped without a tigerbeetle binary.
+func TestAcceptanceRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs a real tigerbeetle server")
+	}
+	if _, err := testenv.FindBinary(""); errors.Is(err, testenv.ErrNoBinary) {
+		t.Skip("no tigerbeetle binary: set $TIGERBEETLE_BIN or put tigerbeetle on PATH (scripts/install-tigerbeetle.sh installs one)")
+	}
+	t.Setenv(envMain, "1") // tigerbeetle up re-executes this binary as tblimit
+	dir := t.TempDir()
+	local := &cliEnv{t: t, ctx: t.Context()}
+	var st serverJSON
+	local.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--port", "0")
+	t.Cleanup(func() {
+		r := local.run("tigerbeetle", "down", "--dir", dir, "--purge")
+		if r.code != ExitOK {
+			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
+		}
+	})
+	if !st.Running || len(st.Addresses) != 1 {
+		t.Fatalf("tigerbeetle up = %+v", st)
+	}
+	var again serverJSON
+	local.json(ExitOK, &again, "tigerbeetle", "status", "--dir", dir)
+	if !again.Running || again.Addresses[0] != st.Addresses[0] {
+		t.Fatalf("tigerbeetle status = %+v, want it running at %s", again, st.Addresses[0])
+	}
+	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--addresses", st.Addresses[0], "--cluster-id", fmt.Sprint(st.ClusterID)}}
+	acceptRequests(t, e, "1", func(d time.Duration) { time.Sleep(d + 200*time.Millisecond) })
+	acceptMoney(t, e, "3", "840")
+}
+
+func TestServerCommandsWithoutBinary(t *testing.T) {
+	t.Setenv(testenv.EnvBinary, "")
+	t.Setenv("PATH", t.TempDir())
+	e := &cliEnv{t: t, ctx: t.Context()}
+	dir := t.TempDir()
+	r := e.code(ExitError, "tigerbeetle", "up", "--dir", dir)
+	if !strings.Contains(r.stderr, "scripts/install-tigerbeetle.sh") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("tigerbeetle up without a binary: stderr %q, want one line naming scripts/install-tigerbeetle.sh", r.stderr)
+	}
+	var st serverJSON
+	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	if st.Running {
+		t.Errorf("status = %+v, want not running", st)
+	}
+	if out := e.ok("tigerbeetle", "down", "--dir", dir); !strings.Contains(out, "not running") {
+		t.Errorf("down = %q, want not running", out)
+	}
+}
+
+// Provisioning in one command and acquiring in the next: each Run opens the
+// data file anew, as separate processes do; expiry follows the clock across
+// them.
+func TestStateOutlivesCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "upload", "--kind", "bytes", "--ledger", "2", "--window", "1m", "--limit", "10_000_000", "--lazy")
+	e.code(ExitOK, "acquire", "upload", "bob", "6000000")
+	e.code(ExitDenied, "acquire", "upload", "bob", "5000000")
+	e.clock.Advance(30 * time.Second)
+	e.code(ExitOK, "acquire", "upload", "bob", "4000000")
+	var u usageJSON
+	e.json(ExitOK, &u, "usage", "upload", "bob")
+	if len(u.Reservations) != 2 || u.InFlight != 10_000_000 || u.Available != 0 {
+		t.Fatalf("usage = %+v, want two reservations holding the whole limit", u)
+	}
+	if got := u.Reservations[0].ReturnsInSeconds; got < 29.9 || got > 30.1 {
+		t.Errorf("the first reservation returns in %vs, want 30s", got)
+	}
+	var show userJSON
+	e.json(ExitOK, &show, "users", "show", "upload", "bob")
+	if show.NextReleaseUnits != 6_000_000 || show.NextReleaseSeconds < 29.9 || show.NextReleaseSeconds > 30.1 {
+		t.Errorf("users show = %+v, want 6000000 back in 30s", show)
+	}
+	e.clock.Advance(30*time.Second + time.Millisecond)
+	e.json(ExitOK, &show, "users", "show", "upload", "bob")
+	if show.Available != 6_000_000 {
+		t.Errorf("after the window: %+v, want 6000000 available", show)
+	}
+}
+
+func TestResources(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var created resourceJSON
+	e.json(ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
+	if created.Created == nil || !*created.Created || created.WindowSeconds != 60 || !created.Lazy {
+		t.Fatalf("create = %+v", created)
+	}
+	e.json(ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
+	if *created.Created {
+		t.Fatalf("create again = %+v, want created false", created)
+	}
+	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
+	before := e.dataBytes()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kind", "requests", "--ledger", "1", "--window", "2m", "--limit", "10"}, "differs in name (api, not api2), window (1m0s, not 2m0s)"},
+		{[]string{"--kind", "requests", "--ledger", "840", "--window", "2m", "--limit", "10"}, "currency ledger of resource usd"},
+	} {
+		r := e.code(ExitError, append([]string{"resources", "create", "api2"}, c.args...)...)
+		if !strings.Contains(r.stderr, c.want) {
+			t.Errorf("create %v: stderr %q, want %q", c.args, r.stderr, c.want)
+		}
+	}
+	r := e.code(ExitError, "resources", "create", "other", "--kind", "bytes", "--ledger", "1", "--window", "1m", "--limit", "10")
+	if !strings.Contains(r.stderr, "cannot be changed") {
+		t.Errorf("create on a used ledger: %q", r.stderr)
+	}
+	if !bytes.Equal(before, e.dataBytes()) {
+		t.Errorf("refused creates wrote to the data file")
+	}
+	var list resourcesJSON
+	e.json(ExitOK, &list, "resources", "list")
+	if len(list.Resources) != 2 || list.Resources[0].Name != "api" || list.Resources[1].CurrencyLedger != 840 {
+		t.Fatalf("list = %+v", list)
+	}
+	if out := e.ok("resources", "list"); out != "api\trequests\t1\t1m0s\t10\ttrue\t-\nusd\tmoney\t3\t1d\t1000\tfalse\t840\n" {
+		t.Errorf("resources list (not a terminal) = %q, want tab-separated lines", out)
+	}
+	var show resourceJSON
+	e.json(ExitOK, &show, "resources", "show", "3")
+	if show.Name != "usd" {
+		t.Errorf("show 3 = %+v, want usd (by ledger number)", show)
+	}
+}
+
+func TestUsers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
+	var u userJSON
+	e.json(ExitOK, &u, "users", "add", "api", "alice")
+	if !*u.Created || u.Limit != 10 {
+		t.Fatalf("add = %+v", u)
+	}
+	e.json(ExitOK, &u, "users", "add", "api", "alice")
+	if *u.Created || u.Limit != 10 {
+		t.Fatalf("add again = %+v, want created false", u)
+	}
+	e.ok("users", "add", "api", "bob", "--limit", "3")
+	r := e.code(ExitError, "users", "add", "api", "bob", "--limit", "4")
+	if !strings.Contains(r.stderr, "set-limit") {
+		t.Errorf("add with another limit: %q, want a hint at set-limit", r.stderr)
+	}
+	e.code(ExitOK, "acquire", "api", "bob", "3")
+	e.json(ExitOK, &u, "users", "set-limit", "api", "bob", "1")
+	if u.Limit != 1 {
+		t.Fatalf("set-limit = %+v", u)
+	}
+	e.clock.Advance(time.Minute + time.Millisecond)
+	e.code(ExitOK, "acquire", "api", "bob")
+	e.code(ExitDenied, "acquire", "api", "bob")
+	var list usersJSON
+	e.json(ExitOK, &list, "users", "list", "api")
+	if len(list.Users) != 2 || list.Users[0].User != "alice" || list.Users[1].Limit != 1 || list.Users[1].InFlight != 1 {
+		t.Fatalf("list = %+v", list)
+	}
+	r = e.code(ExitError, "acquire", "api", "carol")
+	if !strings.Contains(r.stderr, `unknown user: "carol"`) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("acquire for an unknown user: stderr %q, want one line naming carol", r.stderr)
+	}
+}
+
+func TestFundIsIdempotentWithID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
+	e.ok("users", "add", "usd", "alice")
+	var f fundJSON
+	e.json(ExitOK, &f, "fund", "usd", "alice", "500")
+	id := f.ID
+	e.json(ExitOK, &f, "fund", "usd", "alice", "500", "--id", id)
+	if f.Funds != 500 {
+		t.Fatalf("fund retried with --id %s = %+v, want 500 held (applied once)", id, f)
+	}
+	r := e.code(ExitError, "fund", "usd", "alice", "700", "--id", id)
+	if !strings.Contains(r.stderr, "--id was already used") {
+		t.Errorf("fund with a used ID and another amount: %q", r.stderr)
+	}
+	e.json(ExitOK, &f, "fund", "usd", "alice", "1")
+	if f.Funds != 501 || f.ID == id {
+		t.Fatalf("fund without --id = %+v, want a new ID and 501 held", f)
+	}
+	r = e.code(ExitError, "fund", "usd", "nobody", "1")
+	if !strings.Contains(r.stderr, "tblimit users add usd nobody") {
+		t.Errorf("fund of an unknown user: %q", r.stderr)
+	}
+	e.ok("users", "add", "usd", "shop")
+	var d decisionJSON
+	e.json(ExitDenied, &d, "pay", "usd", "shop", "alice", "10")
+	if d.Reason != "insufficient_funds" {
+		t.Errorf("pay without funds = %+v, want insufficient_funds", d)
+	}
+}
+
+// Bad input gets a clear error naming the flag, argument, file or line, and
+// writes nothing.
+func TestBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
+	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
+	e.ok("users", "add", "api", "alice")
+	e.ok("users", "add", "usd", "alice")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badCSV := write("bad.csv", "key,limit\nbob,5\ncarol,five\n")
+	dupCSV := write("dup.csv", "bob,5\ncarol,6\nbob,7\n")
+	wideCSV := write("wide.csv", "bob,5,6\n")
+	hugeCSV := write("huge.csv", "bob,99999999999999999999\n")
+	badYAML := write("bad.yaml", "resources:\n  - name: api2\n    kind: requests\n    ledger: 2\n    window: 0s\n    default_limit: 1\n")
+	typoYAML := write("typo.yaml", "resources:\n  - name: api2\n    kind: requests\n    ledger: 2\n    window: 1s\n    default_limt: 1\n")
+	changeYAML := write("change.yaml", "resources:\n  - name: api\n    kind: requests\n    ledger: 1\n    window: 2m\n    default_limit: 10\n    users:\n      - key: zed\n")
+	before := e.dataBytes()
+	for _, c := range []struct {
+		code ExitCode
+		args []string
+		want string
+	}{
+		{ExitUsage, []string{"acquire", "api", "alice", "0"}, `AMOUNT "0": must be at least 1`},
+		{ExitUsage, []string{"acquire", "api", "alice", "-3"}, `"-3": negative numbers are not allowed`},
+		{ExitUsage, []string{"acquire", "api", "alice", "99999999999999999999"}, `AMOUNT "99999999999999999999": too large`},
+		{ExitUsage, []string{"acquire", "api", "alice", "1.5"}, `AMOUNT "1.5": want a whole number`},
+		{ExitUsage, []string{"acquire", "api", ""}, "USER: empty user key"},
+		{ExitUsage, []string{"acquire", "api", "alice", "--id", "xyz"}, `--id "xyz"`},
+		{ExitError, []string{"acquire", "nope", "alice"}, `unknown resource "nope" (known: api, usd)`},
+		{ExitError, []string{"acquire", "api", "bob"}, `unknown user: "bob"`},
+		{ExitError, []string{"acquire", "usd", "alice"}, "use tblimit pay"},
+		{ExitError, []string{"pay", "api", "alice", "bob", "1"}, "use tblimit acquire"},
+		{ExitUsage, []string{"pay", "usd", "alice", "alice", "1"}, "cannot pay itself"},
+		{ExitError, []string{"pay", "usd", "alice", "nobody", "1"}, `"nobody" has no account`},
+		{ExitUsage, []string{"fund", "usd", "alice", "0"}, `AMOUNT "0"`},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "0", "--limit", "1"}, `--window "0"`},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1.5s", "--limit", "1"}, "not a whole number of seconds"},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "60", "--limit", "1"}, `give a unit, e.g. 60s`},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "0", "--window", "1s", "--limit", "1"}, `--ledger "0"`},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "coins", "--ledger", "9", "--window", "1s", "--limit", "1"}, `--kind "coins"`},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1s"}, "--limit is required"},
+		{ExitUsage, []string{"resources", "create", "x", "--kind", "money", "--ledger", "9", "--window", "1s", "--limit", "1"}, "--currency is required"},
+		{ExitUsage, []string{"resources", "create", "Bad Name", "--kind", "requests", "--ledger", "9", "--window", "1s", "--limit", "1"}, `name "Bad Name"`},
+		{ExitUsage, []string{"users", "set-limit", "api", "alice", "-1"}, "negative"},
+		{ExitUsage, []string{"users", "set-limit", "api", "alice", "lots"}, `LIMIT "lots"`},
+		{ExitError, []string{"users", "import", "api", badCSV}, "bad.csv:3: limit \"five\""},
+		{ExitError, []string{"users", "import", "api", dupCSV}, `dup.csv:3: user "bob" is also on line 1`},
+		{ExitError, []string{"users", "import", "api", wideCSV}, "wide.csv:1: 3 fields"},
+		{ExitError, []string{"users", "import", "api", hugeCSV}, "huge.csv:1: limit"},
+		{ExitError, []string{"users", "import", "api", filepath.Join(dir, "missing.csv")}, "missing.csv"},
+		{ExitError, []string{"apply", "-f", badYAML}, `bad.yaml:5: window "0s"`},
+		{ExitError, []string{"apply", "-f", typoYAML}, `typo.yaml:6: unknown field "default_limt"`},
+		{ExitError, []string{"apply", "-f", changeYAML}, "change.yaml:2: resource api"},
+		{ExitUsage, []string{"apply"}, "-f/--file is required"},
+		{ExitUsage, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{ExitUsage, []string{"users", "frobnicate"}, `unknown command "frobnicate" for "tblimit users"`},
+		{ExitUsage, []string{"acquire"}, "accepts between 2 and 3 arg(s)"},
+		{ExitUsage, []string{"acquire", "api", "alice", "--bogus"}, "unknown flag: --bogus"},
+		{ExitUsage, []string{"-o", "yaml", "resources", "list"}, `--output "yaml"`},
+	} {
+		r := e.code(c.code, c.args...)
+		if !strings.Contains(r.stderr, c.want) {
+			t.Errorf("tblimit %s: stderr %q, want it to contain %q", strings.Join(c.args, " "), r.stderr, c.want)
+		}
+		if n := strings.Count(r.stderr, "tblimit:"); n != 1 {
+			t.Errorf("tblimit %s: %d error lines on stderr, want 1: %q", strings.Join(c.args, " "), n, r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("tblimit %s: stdout %q, want nothing", strings.Join(c.args, " "), r.stdout)
+		}
+	}
+	if !bytes.Equal(before, e.dataBytes()) {
+		t.Fatalf("bad input wrote to the data file")
+	}
+}
+
+func TestEnvironmentVariables(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "env.journal")
+	t.Setenv("TBLIMIT_DATA", data)
+	t.Setenv("TBLIMIT_OUTPUT", "json")
+	e := &cliEnv{t: t, ctx: t.Context()}
+	out := e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
+	if !json.Valid([]byte(out)) {
+		t.Errorf("with TBLIMIT_OUTPUT=json: %q, want JSON", out)
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("TBLIMIT_DATA was not used: %v", err)
+	}
+	// An explicit flag wins.
+	if out := e.ok("-o", "text", "resources", "list"); json.Valid([]byte(out)) || !strings.HasPrefix(out, "api\t") {
+		t.Errorf("-o text with TBLIMIT_OUTPUT=json: %q, want text", out)
+	}
+	other := filepath.Join(dir, "other.journal")
+	if out := e.ok("--data", other, "-o", "text", "resources", "list"); out != "" {
+		t.Errorf("--data %s with TBLIMIT_DATA set: %q, want the other (empty) file", other, out)
+	}
+	t.Setenv("TBLIMIT_TIMEOUT", "soon")
+	r := e.code(ExitUsage, "resources", "list")
+	if !strings.Contains(r.stderr, "$TBLIMIT_TIMEOUT") {
+		t.Errorf("a bad TBLIMIT_TIMEOUT: %q, want it named", r.stderr)
+	}
+	// Without --data nor TBLIMIT_DATA, the data file lives under XDG_DATA_HOME.
+	t.Setenv("TBLIMIT_TIMEOUT", "")
+	t.Setenv("TBLIMIT_DATA", "")
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "xdg"))
+	e.ok("resources", "list")
+	if _, err := os.Stat(filepath.Join(dir, "xdg", "tblimit", "embedded.journal")); err != nil {
+		t.Errorf("default data file: %v", err)
+	}
+}
+
+// The JSON of every command has exactly the documented fields.
+func TestJSONFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	csv := filepath.Join(t.TempDir(), "u.csv")
+	if err := os.WriteFile(csv, []byte("dave,4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yml := filepath.Join(t.TempDir(), "l.yaml")
+	if err := os.WriteFile(yml, []byte("resources:\n  - {name: api, kind: requests, ledger: 1, window: 1m, default_limit: 5, users: [{key: erin}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resource := []string{"name", "kind", "ledger", "window_seconds", "default_limit", "lazy", "currency_ledger"}
+	user := []string{"resource", "user", "limit", "in_flight", "available", "next_release_seconds", "next_release_units", "reset_after_seconds"}
+	decision := []string{"allowed", "reason", "resource", "amount", "limit", "remaining", "retry_after_seconds", "reset_after_seconds", "id", "time"}
+	for _, c := range []struct {
+		code ExitCode
+		args []string
+		keys []string
+	}{
+		{ExitOK, []string{"resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "5"}, append(resource, "created")},
+		{ExitOK, []string{"resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "100"}, append(resource, "created")},
+		{ExitOK, []string{"resources", "list"}, []string{"resources"}},
+		{ExitOK, []string{"resources", "show", "api"}, resource},
+		{ExitOK, []string{"users", "add", "api", "alice"}, append(user, "created")},
+		{ExitOK, []string{"users", "add", "usd", "alice"}, append(user, "created", "funds")},
+		{ExitOK, []string{"users", "add", "usd", "shop"}, append(user, "created", "funds")},
+		{ExitOK, []string{"users", "set-limit", "api", "alice", "6"}, user},
+		{ExitOK, []string{"users", "show", "api", "alice"}, user},
+		{ExitOK, []string{"users", "show", "usd", "alice"}, append(user, "funds")},
+		{ExitOK, []string{"users", "list", "api"}, []string{"resource", "users"}},
+		{ExitOK, []string{"users", "import", "api", csv}, []string{"resource", "file", "users", "added", "changed", "unchanged", "seconds"}},
+		{ExitOK, []string{"apply", "-f", yml, "--dry-run"}, []string{"dry_run", "changes", "unchanged"}},
+		{ExitOK, []string{"acquire", "api", "alice"}, append(decision, "user")},
+		{ExitOK, []string{"fund", "usd", "alice", "1000"}, []string{"resource", "currency_ledger", "user", "amount", "funds", "id"}},
+		{ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
+		{ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
+		{ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "reservations"}},
+	} {
+		var m map[string]json.RawMessage
+		r := e.code(c.code, append([]string{"-o", "json"}, c.args...)...)
+		if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+			t.Fatalf("tblimit -o json %s: %v: %q", strings.Join(c.args, " "), err, r.stdout)
+		}
+		var got []string
+		for k := range m {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(c.keys))
+		if !slices.Equal(got, want) {
+			t.Errorf("tblimit -o json %s: fields %v, want %v", strings.Join(c.args, " "), got, want)
+		}
+	}
+	var u usageJSON
+	e.json(ExitOK, &u, "usage", "api", "alice")
+	var res map[string]any
+	b, _ := json.Marshal(u.Reservations[0])
+	_ = json.Unmarshal(b, &res)
+	if len(res) != 6 {
+		t.Errorf("a reservation has fields %v, want id, amount, taken, returns, returns_in_seconds, ref", res)
+	}
+}
+
+// A torn tail is cut with a notice on stderr; damage in the middle is
+// refused, naming the file and the offset, and the file is left alone.
+func TestDataFileDamage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
+	e.ok("acquire", "api", "alice")
+	good := e.dataBytes()
+
+	torn := append(bytes.Clone(good), []byte("TBLJ\x02\x00\x00\x00partial")...)
+	if err := os.WriteFile(e.data, torn, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.code(ExitOK, "acquire", "api", "alice")
+	if !strings.Contains(r.stderr, "tblimit: notice: "+e.data+": cut a torn tail") {
+		t.Errorf("stderr after a torn tail = %q, want a notice", r.stderr)
+	}
+	var u userJSON
+	e.json(ExitOK, &u, "users", "show", "api", "alice")
+	if u.InFlight != 2 {
+		t.Fatalf("after recovery: %+v, want both acquires kept", u)
+	}
+
+	bad := e.dataBytes()
+	bad[24+30] ^= 0xff // inside the first record
+	if err := os.WriteFile(e.data, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.code(ExitError, "users", "show", "api", "alice")
+	if !strings.Contains(r.stderr, e.data) || !strings.Contains(r.stderr, "offset 24") || !strings.Contains(r.stderr, "corrupt") {
+		t.Errorf("stderr for a damaged data file = %q, want the file, the offset and corrupt", r.stderr)
+	}
+	if !bytes.Equal(bad, e.dataBytes()) {
+		t.Errorf("a refused data file was changed")
+	}
+}
+
+// While one process has the data file, another gets a clear error.
+func TestDataFileInUse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "list")
+	held, err := embedded.Open(e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r := e.code(ExitError, "resources", "list")
+	if !strings.Contains(r.stderr, e.data+" is in use by another process") {
+		t.Errorf("stderr = %q, want the file named as in use", r.stderr)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		if out := e.ok("completion", shell); !strings.Contains(out, "tblimit") {
+			t.Errorf("completion %s: no script", shell)
+		}
+	}
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
+	out := e.code(ExitOK, "__complete", "acquire", "").stdout
+	if !strings.HasPrefix(out, "api\t") {
+		t.Errorf("completing a resource = %q, want api", out)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the demo waits three windows")
+	}
+	t.Parallel()
+	e := &cliEnv{t: t, ctx: t.Context()}
+	out := e.ok("demo", "--window", "1s")
+	for _, want := range []string{"request 6", "DENIED (limit exceeded)", "request 7", "carol now holds"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// tigerbeetle up starts its supervisor in the background and reports what
+// went wrong there: here a binary that fails to format a data file.
+func TestServerUpReportsFailure(t *testing.T) {
+	t.Setenv(envMain, "1") // up re-executes this binary as tblimit
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tigerbeetle")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"fake tigerbeetle: cannot $1\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{t: t, ctx: t.Context()}
+	r := e.code(ExitError, "tigerbeetle", "up", "--dir", filepath.Join(dir, "server"), "--binary", bin, "--port", "0")
+	if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
+		t.Errorf("tigerbeetle up with a failing binary: stderr %q, want the binary's output", r.stderr)
+	}
+	var st serverJSON
+	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", filepath.Join(dir, "server"))
+	if st.Running {
+		t.Errorf("status after a failed up = %+v", st)
+	}
+}

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+type usersImportOptions struct {
+	g *globalOptions
+}
+
+func newUsersImport(g *globalOptions) *cobra.Command {
+	o := &usersImportOptions{g: g}
+	return &cobra.Command{
+		Use:   "import RESOURCE FILE.csv",
+		Short: "Add users with their limits from a CSV file, in bulk (idempotent)",
+		Long: `Import users and their limits from a CSV file (- for standard input): one user a
+line, KEY[,LIMIT]. An empty or missing LIMIT means the resource's default
+limit. A first line "key,limit" is a header and is skipped; lines starting
+with # are comments. Keys are trimmed of surrounding spaces.
+
+  key,limit
+  alice,100
+  bob,250
+  carol
+
+The whole file is checked before anything is written: a malformed line, a
+bad limit or a key that appears twice is an error naming the line, and
+nothing is imported. Users are then sent in batches of up to 8189 events.
+
+Importing is idempotent: users that exist with the limit in the file are left
+alone, users with another limit get the file's limit (as set-limit would),
+and re-running an import that was interrupted completes it. A progress bar
+is drawn on a terminal; a summary is printed at the end.`,
+		Args:              args(cobra.ExactArgs(2)),
+		ValidArgsFunction: completeResources(g),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return o.run(cmd.Context(), a[0], a[1])
+		},
+	}
+}
+
+func (o *usersImportOptions) run(ctx context.Context, res, file string) error {
+	name := file
+	var in io.Reader
+	if file == "-" {
+		name, in = "stdin", o.g.stdin
+	} else {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	rows, err := parseUsersCSV(name, in)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	sum := importJSON{File: name, Users: len(rows)}
+	err = o.g.run(ctx, func(c *ledger.Client) error {
+		r, err := resolve(ctx, c, res)
+		if err != nil {
+			return err
+		}
+		sum.Resource = r.Name
+		existing, err := c.Users(ctx, r)
+		if err != nil {
+			return err
+		}
+		limits := make(map[ledger.ID]uint64, len(existing))
+		for _, u := range existing {
+			limits[u.ID] = u.Limit
+		}
+		todo := make([]ledger.UserLimit, 0, len(rows))
+		for _, row := range rows {
+			limit := r.DefaultLimit
+			if row.limit != nil {
+				limit = *row.limit
+			}
+			old, ok := limits[ledger.UserID(r.Ledger, row.key)]
+			switch {
+			case !ok:
+				sum.Added++
+			case old != limit:
+				sum.Changed++
+			default:
+				sum.Unchanged++
+				continue
+			}
+			todo = append(todo, ledger.UserLimit{Key: row.key, Limit: limit})
+		}
+		per := ledger.BatchMax
+		if r.Kind == ledger.Money {
+			per = ledger.BatchMax / 2 // two accounts per user
+		}
+		bar := newProgress(o.g.stderr, "importing "+r.Name, len(todo))
+		defer bar.finish()
+		for i := 0; i < len(todo); i += per {
+			j := min(i+per, len(todo))
+			if err := c.Provision(ctx, r, todo[i:j]...); err != nil {
+				return fmt.Errorf("importing %s (users %d to %d of %d to write; %d written before; run the import again to complete it): %w",
+					name, i+1, j, len(todo), i, err)
+			}
+			bar.set(j)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	p := o.g.out()
+	return p.emit(sum, func() {
+		p.printf("imported %s into %s: %d users, %d added, %d changed, %d unchanged in %s\n",
+			name, sum.Resource, sum.Users, sum.Added, sum.Changed, sum.Unchanged, human(time.Since(start)))
+	})
+}
+
+// csvUser is one line of an import file.
+type csvUser struct {
+	key   string
+	limit *uint64 // nil: the resource's default
+	line  int
+}
+
+// parseUsersCSV reads and checks a whole import file; errors name the file
+// and line.
+func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
+	r := csv.NewReader(in)
+	r.FieldsPerRecord = -1
+	r.Comment = '#'
+	r.TrimLeadingSpace = true
+	r.ReuseRecord = true
+	var out []csvUser
+	seen := make(map[string]int)
+	for first := true; ; first = false {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s:%d: %v", name, pe.Line, pe.Err)
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		line, _ := r.FieldPos(0)
+		if first && len(rec) > 0 && isHeader(rec[0]) {
+			continue
+		}
+		if len(rec) > 2 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want KEY[,LIMIT]", name, line, len(rec))
+		}
+		u := csvUser{key: strings.TrimSpace(rec[0]), line: line}
+		if err := checkKey(u.key); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		if len(rec) == 2 && strings.TrimSpace(rec[1]) != "" {
+			n, err := parseLimit(rec[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: limit %w", name, line, err)
+			}
+			u.limit = &n
+		}
+		if prev, dup := seen[u.key]; dup {
+			return nil, fmt.Errorf("%s:%d: user %q is also on line %d", name, line, u.key, prev)
+		}
+		seen[u.key] = line
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no users", name)
+	}
+	return out, nil
+}
+
+func isHeader(field string) bool {
+	f := strings.ToLower(strings.TrimSpace(field))
+	return f == "key" || f == "user"
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// printer writes a command's result on standard output: JSON with -o json;
+// otherwise text, with tables, headers and colours only on a terminal (off
+// a terminal, tables are tab-separated lines without a header, for scripts).
+type printer struct {
+	w     io.Writer
+	json  bool
+	tty   bool
+	color bool
+}
+
+func newPrinter(w io.Writer, asJSON bool) *printer {
+	tty := isTerminal(w)
+	return &printer{
+		w:     w,
+		json:  asJSON,
+		tty:   tty,
+		color: tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb",
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// emit prints v as JSON, or calls text.
+func (p *printer) emit(v any, text func()) error {
+	if !p.json {
+		text()
+		return nil
+	}
+	enc := json.NewEncoder(p.w)
+	if p.tty {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
+func (p *printer) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
+
+// table prints rows under a header: aligned on a terminal, tab-separated
+// without the header elsewhere.
+func (p *printer) table(header []string, rows [][]string) {
+	if !p.tty {
+		for _, r := range rows {
+			fmt.Fprintln(p.w, strings.Join(r, "\t"))
+		}
+		return
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+	head, body, _ := strings.Cut(b.String(), "\n")
+	fmt.Fprintf(p.w, "%s\n%s", p.paint(bold, strings.TrimRight(head, " ")), body)
+}
+
+// fields prints name/value pairs, one a line.
+func (p *printer) fields(pairs [][2]string) {
+	if !p.tty {
+		for _, kv := range pairs {
+			fmt.Fprintf(p.w, "%s\t%s\n", kv[0], kv[1])
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	for _, kv := range pairs {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	tw.Flush()
+}
+
+const (
+	bold  = "1"
+	red   = "31"
+	green = "32"
+	amber = "33"
+)
+
+// paint colours s on a colour terminal.
+func (p *printer) paint(color, s string) string {
+	if !p.color {
+		return s
+	}
+	return "\x1b[" + color + "m" + s + "\x1b[0m"
+}
+
+// seconds converts a duration to fractional seconds for JSON.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// human prints a duration for people, rounded to the millisecond.
+func human(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// progress draws a progress bar on a terminal; elsewhere it does nothing.
+type progress struct {
+	w     io.Writer
+	on    bool
+	total int
+	what  string
+	last  time.Time
+}
+
+func newProgress(w io.Writer, what string, total int) *progress {
+	return &progress{w: w, on: isTerminal(w) && total > 0, what: what, total: total}
+}
+
+func (p *progress) set(done int) {
+	if !p.on || (done < p.total && time.Since(p.last) < 100*time.Millisecond) {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	filled := width * done / p.total
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%% %d/%d", p.what, strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+		100*done/p.total, done, p.total)
+}
+
+func (p *progress) finish() {
+	if p.on {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}
