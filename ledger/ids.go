@@ -116,6 +116,8 @@ const (
 	roleRefund
 	roleRefundLock
 	rolePayment
+	roleCommit
+	roleCancel
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16

@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// ErrReservationExpired means a reservation's timeout passed before Commit:
+// its units have already returned.
+var ErrReservationExpired = errors.New("ledger: reservation expired")
+
+// Reservation is units held for a user by one pending transfer, as for
+// Acquire, that the caller ends: Cancel gives them back at once (a void),
+// Commit keeps them for good (a post). A reservation must end with Commit or
+// Cancel, or it expires after its resource's window and its units return,
+// which makes the window a lease: the units of a crashed holder come back.
+// Use it for concurrency (in-flight) limits: reserve when a request starts,
+// cancel when it ends.
+//
+// A Reservation is safe for concurrent use; Commit and Cancel are
+// idempotent (a retry after a lost reply is safe).
+type Reservation struct {
+	c   *Client
+	res Resource
+	d   Decision
+	t   tb.Transfer
+}
+
+// Reserve holds req.Amount units of r for req.User until Commit, Cancel or
+// r.Window passes. When the limit denies, the Reservation is not OK and its
+// Decision says why; Commit and Cancel then do nothing.
+func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reservation, error) {
+	if req.ID.IsZero() {
+		req.ID = NewID()
+	}
+	ds, err := c.AcquireAll(ctx, []Hold{{Resource: r, Request: req}})
+	if len(ds) == 0 {
+		return nil, err
+	}
+	rv := &Reservation{c: c, res: r, d: ds[0]}
+	rv.t = tb.Transfer{
+		DebitAccountID:  UserID(r.Ledger, req.User).tb(),
+		CreditAccountID: OperatorID(r.Ledger).tb(),
+		PendingID:       ds[0].ID.tb(),
+		Ledger:          r.Ledger,
+		Code:            codeAcquire,
+	}
+	return rv, err
+}
+
+// OK reports whether the units were reserved.
+func (r *Reservation) OK() bool { return r.d.Allowed }
+
+// Decision returns the decision that made the reservation.
+func (r *Reservation) Decision() Decision { return r.d }
+
+// Cancel gives the units back now. Cancelling a reservation that expired,
+// was cancelled before, or was denied is not an error.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	if !r.OK() {
+		return nil
+	}
+	s, err := r.end(ctx, roleCancel, tb.TransferFlags{VoidPendingTransfer: true})
+	switch {
+	case err != nil:
+		return err
+	case s == tb.TransferCreated, s == tb.TransferPendingTransferExpired, s == tb.TransferPendingTransferAlreadyVoided:
+		return nil
+	}
+	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, transferStatusError(0, s))
+}
+
+// Commit keeps the units for good: they never return (a post). It fails
+// with ErrReservationExpired when the reservation's window passed first.
+func (r *Reservation) Commit(ctx context.Context) error {
+	if !r.OK() {
+		return fmt.Errorf("ledger: commit of a denied reservation %s", r.d.ID)
+	}
+	s, err := r.end(ctx, roleCommit, tb.TransferFlags{PostPendingTransfer: true})
+	switch {
+	case err != nil:
+		return err
+	case s == tb.TransferCreated, s == tb.TransferPendingTransferAlreadyPosted:
+		return nil
+	case s == tb.TransferPendingTransferExpired:
+		return fmt.Errorf("%w: %s", ErrReservationExpired, r.d.ID)
+	}
+	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, transferStatusError(0, s))
+}
+
+// end posts or voids the pending transfer with an ID derived from it, so
+// that a retry is applied once.
+func (r *Reservation) end(ctx context.Context, role byte, flags tb.TransferFlags) (tb.CreateTransferStatus, error) {
+	t := r.t
+	t.ID = derive(role, 0, string(r.d.ID[:])).tb()
+	t.Flags = flags.ToUint16()
+	if flags.PostPendingTransfer {
+		t.Amount = tb.AmountMax // the whole pending amount
+	}
+	res, err := r.c.createTransfers(ctx, []tb.Transfer{t})
+	if err != nil {
+		return 0, err
+	}
+	return res[0].Status, nil
+}
