@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/recipes"
+)
+
+// contender is one limiter in the comparison.
+type contender struct {
+	name      string
+	semantics semantics
+	inProcess bool   // everything runs in this process: allocations say it all
+	notRun    string // why it does not run, or ""
+	// setup builds a fresh limiter for one cell, with every key known
+	// (provisioned, created) before the clock starts.
+	setup func(ctx context.Context, c cell) (*instance, error)
+}
+
+// cell is one measurement: a workload, a number of callers, a contender.
+type cell struct {
+	id      int // unique in the run: keeps cells apart on shared servers
+	w       *workload
+	callers int
+	window  time.Duration
+	keys    []string // key names, "user-<i>"
+}
+
+// instance is a contender set up for one cell.
+type instance struct {
+	allow func(ctx context.Context, key int) (bool, error)
+	// ops returns the requests and events per operation so far, as the
+	// engine counted them (server) or as they were sent (client), or nil.
+	ops   func() map[string]opCount
+	close func()
+}
+
+// opCount is the requests (or calls) of one operation and the events they carried.
+type opCount struct {
+	Requests uint64 `json:"requests"`
+	Events   uint64 `json:"events"`
+}
+
+func (o opCount) sub(p opCount) opCount {
+	return opCount{Requests: o.Requests - p.Requests, Events: o.Events - p.Events}
+}
+
+// tblimit on the embedded engine: the request-rate recipe, as a user writes
+// it, on a ledger.Client with opts.
+func tblimitEmbedded(name string, sem semantics, opts ...ledger.Option) *contender {
+	return &contender{
+		name: name, semantics: sem, inProcess: true,
+		setup: func(ctx context.Context, c cell) (*instance, error) {
+			e := embedded.New()
+			inst, err := tblimitSetup(ctx, ledger.New(e, opts...), 1, c)
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+			inst.ops = func() map[string]opCount { return engineOps(e.Stats()) }
+			inst.close = e.Close
+			return inst, nil
+		},
+	}
+}
+
+// tblimitSetup creates a request-rate limit on ledger l of c with every key
+// of the cell provisioned, and returns its Allow.
+func tblimitSetup(ctx context.Context, cl *ledger.Client, l uint32, c cell) (*instance, error) {
+	rl, err := recipes.NewRequestRate(cl, recipes.Config{Name: "bench", Ledger: l, Lazy: true}, recipes.Per(c.w.limit, c.window))
+	if err != nil {
+		return nil, err
+	}
+	if err := rl.Create(ctx); err != nil {
+		return nil, err
+	}
+	users := make([]ledger.UserLimit, c.w.users)
+	for i := range users {
+		users[i] = ledger.UserLimit{Key: c.keys[i], Limit: c.w.limit}
+	}
+	if err := cl.Provision(ctx, rl.Resource(), users...); err != nil {
+		return nil, fmt.Errorf("provision %d users: %w", len(users), err)
+	}
+	keys := c.keys
+	return &instance{allow: func(ctx context.Context, k int) (bool, error) {
+		d, err := rl.Allow(ctx, keys[k])
+		return d.Allowed, err
+	}}, nil
+}
+
+func engineOps(s embedded.Stats) map[string]opCount {
+	return map[string]opCount{
+		"create_accounts":       opCount(s.CreateAccounts),
+		"create_transfers":      opCount(s.CreateTransfers),
+		"lookup_accounts":       opCount(s.LookupAccounts),
+		"lookup_transfers":      opCount(s.LookupTransfers),
+		"get_account_transfers": opCount(s.GetAccountTransfers),
+		"get_account_balances":  opCount(s.GetAccountBalances),
+		"query_accounts":        opCount(s.QueryAccounts),
+		"query_transfers":       opCount(s.QueryTransfers),
+	}
+}
+
+// rawEngine issues the same pending transfers on the embedded engine
+// directly: one CreateTransfers of one transfer per decision, no ledger
+// layer. The in-process ceiling for tblimit's work per decision.
+func rawEngine() *contender {
+	return &contender{
+		name: "raw engine", semantics: slidingLog, inProcess: true,
+		setup: func(ctx context.Context, c cell) (*instance, error) {
+			e := embedded.New()
+			inst, err := rawSetup(e, 1, c)
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+			inst.ops = func() map[string]opCount { return engineOps(e.Stats()) }
+			inst.close = e.Close
+			return inst, nil
+		},
+	}
+}
+
+// xRate is golang.org/x/time/rate, one token bucket per key (burst = limit,
+// refilled at limit per window), found by key in a sync.Map: the in-memory
+// reference.
+func xRate() *contender {
+	return &contender{
+		name: "x/time/rate", semantics: bucket, inProcess: true,
+		setup: func(ctx context.Context, c cell) (*instance, error) {
+			every := rate.Limit(float64(c.w.limit) / c.window.Seconds())
+			burst := int(c.w.limit)
+			var m sync.Map
+			for _, k := range c.keys[:c.w.users] {
+				m.Store(k, rate.NewLimiter(every, burst))
+			}
+			keys := c.keys
+			return &instance{allow: func(ctx context.Context, k int) (bool, error) {
+				v, ok := m.Load(keys[k])
+				if !ok {
+					v, _ = m.LoadOrStore(keys[k], rate.NewLimiter(every, burst))
+				}
+				return v.(*rate.Limiter).Allow(), nil
+			}}, nil
+		},
+	}
+}
+
+// redisRate is go-redis/redis_rate (GCRA in a Lua script) on a local Redis,
+// with burst = limit and rate = limit per window. Each cell has its own key
+// prefix on a flushed database.
+func redisRate(addr, notRun string, poolSize int) *contender {
+	c := &contender{name: "redis_rate", semantics: bucket, notRun: notRun}
+	if notRun != "" {
+		return c
+	}
+	if addr == "" {
+		c.notRun = "no Redis address (-redis)"
+		return c
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err := rdb.Ping(ctx).Err()
+	cancel()
+	rdb.Close()
+	if err != nil {
+		c.notRun = fmt.Sprintf("Redis at %s does not answer: %v", addr, err)
+		return c
+	}
+	c.setup = func(ctx context.Context, cl cell) (*instance, error) {
+		opts := &redis.Options{Addr: addr}
+		if poolSize > 0 {
+			opts.PoolSize = poolSize
+		} else if poolSize < 0 {
+			opts.PoolSize = cl.callers // one connection per caller
+		}
+		rdb := redis.NewClient(opts)
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			rdb.Close()
+			return nil, err
+		}
+		lim := redis_rate.NewLimiter(rdb)
+		limit := redis_rate.Limit{Rate: int(cl.w.limit), Burst: int(cl.w.limit), Period: cl.window}
+		keys := make([]string, cl.w.users)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("c%d:%s", cl.id, cl.keys[i])
+		}
+		return &instance{
+			allow: func(ctx context.Context, k int) (bool, error) {
+				res, err := lim.Allow(ctx, keys[k], limit)
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed > 0, nil
+			},
+			close: func() { rdb.Close() },
+		}, nil
+	}
+	return c
+}

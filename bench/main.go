@@ -1,0 +1,348 @@
+// Command bench measures request-rate decisions per second of tblimit next
+// to the limiters users would pick instead, in one run on one machine, and
+// writes a text table, a JSON file and a PNG chart. scripts/bench.sh runs it
+// with a local Redis; see README-section.md.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+type config struct {
+	Quick       bool          `json:"quick"`
+	Decisions   int64         `json:"decisions_per_cell"`
+	MaxTime     time.Duration `json:"-"`
+	MaxTimeSec  float64       `json:"max_time_per_cell_s"`
+	Callers     []int         `json:"callers"`
+	Workloads   []string      `json:"workloads"`
+	Users       int           `json:"zipf_users"`
+	ZipfS       float64       `json:"zipf_s"`
+	HotLimit    uint64        `json:"hot_limit"`
+	ZipfLimit   uint64        `json:"zipf_limit"`
+	Window      time.Duration `json:"-"`
+	WindowSec   float64       `json:"window_s"`
+	Sample      int64         `json:"latency_sample_every"`
+	Rounds      int           `json:"rounds"`
+	Rev         string        `json:"tblimit_rev"`
+	Seed        int64         `json:"seed"`
+	Redis       string        `json:"redis_addr"`
+	RedisNotRun string        `json:"-"`
+	RedisPool   int           `json:"redis_pool_size"`
+	Only        []string      `json:"contenders,omitempty"`
+	Out         string        `json:"-"`
+	TBDir       string        `json:"-"`
+	CPUProfile  string        `json:"-"`
+	Render      string        `json:"-"`
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var rep *report
+	if cfg.Render != "" {
+		rep, err = loadReport(cfg.Render)
+	} else {
+		rep, err = bench(ctx, cfg, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	if err := rep.write(cfg.Out, stdout); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	if rep.failed() {
+		fmt.Fprintln(stderr, "bench: some cells failed (see the table)")
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := &config{}
+	quick := fs.Bool("quick", false, "short cells (200,000 decisions or 2s each, one round) for a smoke run")
+	decisions := fs.Int64("decisions", 0, "decisions per cell (default 1,000,000; 200,000 with -quick)")
+	maxTime := fs.Duration("max-time", 0, "time cap per cell for slow contenders (default 5s; 2s with -quick)")
+	rounds := fs.Int("rounds", 0, "rounds: each cell runs this many times, contenders interleaved, and the median is kept (default 3; 1 with -quick)")
+	callers := fs.String("callers", "1,16,256", "numbers of calling goroutines, comma-separated")
+	workloads := fs.String("workloads", "hot,zipf", "workloads: hot (one user), zipf (many users)")
+	fs.IntVar(&cfg.Users, "users", 100_000, "users of the zipf workload")
+	fs.Float64Var(&cfg.ZipfS, "zipf-s", 1.1, "Zipf exponent (> 1) of the zipf workload")
+	fs.Uint64Var(&cfg.HotLimit, "hot-limit", 10_000, "limit per window of the hot user")
+	fs.Uint64Var(&cfg.ZipfLimit, "zipf-limit", 10_000, "limit per window of each zipf user")
+	fs.DurationVar(&cfg.Window, "window", time.Minute, "window of the limits (whole seconds); longer than a cell makes tblimit's expected count exact")
+	fs.Int64Var(&cfg.Sample, "sample", 8, "time one decision in this many for the latency percentiles")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the zipf key sequence")
+	fs.StringVar(&cfg.Redis, "redis", "", "address of the Redis for redis_rate (host:port); empty: the row is not run")
+	fs.StringVar(&cfg.RedisNotRun, "redis-not-run", "", "reason to show when there is no Redis")
+	fs.IntVar(&cfg.RedisPool, "redis-pool", 0, "go-redis pool size: 0 go-redis's default (10 per CPU), -1 one connection per caller")
+	fs.StringVar(&cfg.Rev, "rev", "", "the tblimit revision measured, for the report (scripts/bench.sh passes git describe)")
+	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all)")
+	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json and bench.png")
+	fs.StringVar(&cfg.TBDir, "tb-dir", os.TempDir(), "directory for the real server's data file (about 1.1 GB; needs Direct I/O)")
+	fs.StringVar(&cfg.Render, "render", "", "measure nothing: render bench.txt, bench.json and bench.png again from this bench.json")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of each cell's timed part to PREFIX-<workload>-<callers>-<contender>.pprof")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Quick = *quick
+	cfg.Decisions, cfg.MaxTime, cfg.Rounds = 1_000_000, 5*time.Second, 3
+	if cfg.Quick {
+		cfg.Decisions, cfg.MaxTime, cfg.Rounds = 200_000, 2*time.Second, 1
+	}
+	if *rounds > 0 {
+		cfg.Rounds = *rounds
+	}
+	if *decisions > 0 {
+		cfg.Decisions = *decisions
+	}
+	if *maxTime > 0 {
+		cfg.MaxTime = *maxTime
+	}
+	cfg.MaxTimeSec, cfg.WindowSec = cfg.MaxTime.Seconds(), cfg.Window.Seconds()
+	for f := range strings.SplitSeq(*callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-callers: %q is not a positive number", f)
+		}
+		cfg.Callers = append(cfg.Callers, n)
+	}
+	for f := range strings.SplitSeq(*workloads, ",") {
+		f = strings.TrimSpace(f)
+		if f != "hot" && f != "zipf" {
+			return nil, fmt.Errorf("-workloads: %q is neither hot nor zipf", f)
+		}
+		cfg.Workloads = append(cfg.Workloads, f)
+	}
+	if *only != "" {
+		for f := range strings.SplitSeq(*only, ",") {
+			cfg.Only = append(cfg.Only, strings.TrimSpace(f))
+		}
+	}
+	switch {
+	case cfg.Window < time.Second || cfg.Window%time.Second != 0:
+		return nil, fmt.Errorf("-window %v: want whole seconds", cfg.Window)
+	case cfg.Users < 1 || cfg.Users > 1<<24:
+		return nil, fmt.Errorf("-users %d: want 1 to %d", cfg.Users, 1<<24)
+	case cfg.ZipfS <= 1:
+		return nil, fmt.Errorf("-zipf-s %v: want more than 1", cfg.ZipfS)
+	case cfg.HotLimit < 1 || cfg.ZipfLimit < 1 || cfg.HotLimit > 1<<31 || cfg.ZipfLimit > 1<<31:
+		return nil, fmt.Errorf("limits must be 1 to %d", 1<<31)
+	case cfg.Rounds < 1:
+		return nil, fmt.Errorf("-rounds %d: want at least 1", cfg.Rounds)
+	case cfg.Sample < 1:
+		return nil, fmt.Errorf("-sample %d: want at least 1", cfg.Sample)
+	}
+	return cfg, nil
+}
+
+// bench runs every cell: for each workload and number of callers, every
+// contender in turn, so that all contenders of a cell run within seconds of
+// each other on the same machine.
+func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
+	bin, tbNotRun, err := findServer()
+	if err != nil {
+		return nil, fmt.Errorf("%w (unset TIGERBEETLE_BIN to skip the real-server rows)", err)
+	}
+	var srv *server
+	getServer := func() (*server, error) {
+		if srv != nil {
+			return srv, nil
+		}
+		fmt.Fprintf(log, "starting tigerbeetle %s (no --development) in %s ...\n", bin, cfg.TBDir)
+		s, err := launchServer(ctx, bin, cfg.TBDir)
+		if err != nil {
+			return nil, err
+		}
+		srv = s
+		return s, nil
+	}
+	real, closeReal := realContenders(getServer, tbNotRun)
+	defer func() {
+		closeReal()
+		if srv != nil {
+			if err := srv.Stop(); err != nil {
+				fmt.Fprintln(log, "bench: stopping tigerbeetle:", err)
+			}
+		}
+	}()
+	all := []*contender{
+		tblimitEmbedded("tblimit/embedded", slidingLog),
+		tblimitEmbedded("tblimit/embedded+coalesce", slidingLog, ledger.WithCoalescing(0)),
+		tblimitEmbedded("tblimit/embedded+leases", slidingBound, ledger.WithLeases(ledger.Leases{})),
+		rawEngine(),
+	}
+	all = append(all, real...)
+	all = append(all, redisRate(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool), xRate())
+	var contenders []*contender
+	for _, c := range all {
+		if len(cfg.Only) == 0 || slices.Contains(cfg.Only, c.name) {
+			contenders = append(contenders, c)
+		}
+	}
+	if len(contenders) == 0 {
+		return nil, fmt.Errorf("-contenders %q matches none of the contenders", cfg.Only)
+	}
+	if bin != "" && slices.ContainsFunc(contenders, func(c *contender) bool { return slices.Contains(real, c) }) {
+		if _, err := getServer(); err != nil {
+			return nil, err
+		}
+	}
+
+	rep := newReport(cfg, contenders, bin)
+	keys := make([]string, max(cfg.Users, 1))
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	id := 0
+	for _, wname := range cfg.Workloads {
+		var w *workload
+		if wname == "hot" {
+			w = hotWorkload(cfg.HotLimit)
+		} else {
+			w = zipfWorkload(cfg.Users, cfg.ZipfS, cfg.ZipfLimit, cfg.Decisions, cfg.Seed)
+		}
+		for _, callers := range cfg.Callers {
+			runs := make([][]*result, len(contenders))
+			for round := range cfg.Rounds {
+				// Rotate the order from round to round, so that no contender
+				// always runs first (or right after the slowest).
+				for j := range contenders {
+					k := (j + round) % len(contenders)
+					if err := ctx.Err(); err != nil {
+						return nil, fmt.Errorf("interrupted: %w", err)
+					}
+					id++
+					cl := cell{id: id, w: w, callers: callers, window: cfg.Window, keys: keys}
+					r := measure(ctx, cfg, contenders[k], cl, log)
+					runs[k] = append(runs[k], r)
+					if r.NotRun == "" || round == 0 {
+						fmt.Fprintf(log, "[%d/%d] %s\n", round+1, cfg.Rounds, r.progress())
+					}
+				}
+			}
+			for _, rs := range runs {
+				rep.add(median(rs))
+			}
+		}
+	}
+	rep.finish()
+	if srv != nil {
+		rep.Meta.TigerBeetle = serverVersion(bin)
+	}
+	rep.Meta.Redis = redisVersion(cfg.Redis, rep.Meta.Redis)
+	return rep, nil
+}
+
+// median returns the run with the median decisions/s (the lower middle one
+// of an even number), with every run's decisions/s in Rounds.
+func median(rs []*result) *result {
+	var ran []*result
+	for _, r := range rs {
+		if !r.ran() {
+			return r // not run, or failed: say why
+		}
+		ran = append(ran, r)
+	}
+	slices.SortFunc(ran, func(a, b *result) int { return cmp.Compare(a.DecisionsPerSec, b.DecisionsPerSec) })
+	m := ran[(len(ran)-1)/2]
+	for _, r := range rs {
+		m.Rounds = append(m.Rounds, r.DecisionsPerSec)
+	}
+	return m
+}
+
+// measure runs one cell of one contender.
+func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Writer) *result {
+	r := &result{Workload: cl.w.name, Callers: cl.callers, Contender: c.name, Semantics: c.semantics.String()}
+	if c.notRun != "" {
+		r.NotRun = c.notRun
+		return r
+	}
+	inst, err := c.setup(ctx, cl)
+	if err != nil {
+		r.Failed = "setup: " + err.Error()
+		return r
+	}
+	defer func() {
+		if inst.close != nil {
+			inst.close()
+		}
+	}()
+	var before map[string]opCount
+	if inst.ops != nil {
+		before = inst.ops()
+	}
+	runtime.GC()
+	m0 := mallocs()
+	stopProfile := startProfile(cfg.CPUProfile, cl, c, log)
+	ws, elapsed, capped := drive(ctx, cl.callers, cfg.Decisions, cfg.MaxTime, cfg.Sample, cl.w.key, inst.allow)
+	stopProfile()
+	m1 := mallocs()
+	r.fill(c, cl, ws, elapsed, capped, m1-m0)
+	if inst.ops != nil {
+		r.setOps(before, inst.ops(), c.inProcess)
+	}
+	return r
+}
+
+func startProfile(prefix string, cl cell, c *contender, log io.Writer) func() {
+	if prefix == "" {
+		return func() {}
+	}
+	name := fmt.Sprintf("%s-%s-%d-%s.pprof", prefix, cl.w.name, cl.callers,
+		strings.NewReplacer("/", "_", " ", "_").Replace(c.name))
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		fmt.Fprintln(log, "bench: cpuprofile:", err)
+		return func() {}
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		fmt.Fprintln(log, "bench: cpuprofile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(log, "bench: cpuprofile:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}

@@ -1,0 +1,541 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// result is one cell: a contender on a workload with a number of callers.
+type result struct {
+	Workload  string `json:"workload"`
+	Callers   int    `json:"callers"`
+	Contender string `json:"contender"`
+	// NotRun says why the cell was not run; Failed, why it broke.
+	NotRun string `json:"not_run,omitempty"`
+	Failed string `json:"failed,omitempty"`
+	// Semantics says what Expected means.
+	Semantics string `json:"semantics"`
+
+	Decisions       int64   `json:"decisions"`
+	ElapsedSec      float64 `json:"elapsed_s"`
+	Capped          bool    `json:"capped"` // stopped by -max-time before all decisions were made
+	DecisionsPerSec float64 `json:"decisions_per_s"`
+	// Rounds has the decisions/s of every round, in run order; the other
+	// figures are those of the median round.
+	Rounds  []float64 `json:"rounds_decisions_per_s,omitempty"`
+	Latency latency   `json:"latency_ns"`
+	// AllocsPerDecision is the heap allocations of this process per
+	// decision (runtime.MemStats.Mallocs); for Redis and a real server it
+	// covers the client side only.
+	AllocsPerDecision float64 `json:"allocs_per_decision"`
+	AllocsScope       string  `json:"allocs_scope"`
+
+	Admitted   uint64      `json:"admitted"`
+	Denied     uint64      `json:"denied"`
+	Errors     uint64      `json:"errors"`
+	FirstError string      `json:"first_error,omitempty"`
+	Expected   expectation `json:"expected"`
+	Check      string      `json:"check"`
+
+	// Ops are the requests and events per operation during the timed part:
+	// as the engine counted them (embedded), or the client calls made by
+	// this process (a real server, whose client batches concurrent calls
+	// further into requests that cannot be seen from here).
+	Ops       map[string]opCount `json:"ops,omitempty"`
+	OpsSource string             `json:"ops_source,omitempty"`
+	// EventsPerRequest is the average number of transfers per
+	// create_transfers request (or call, see OpsSource).
+	EventsPerRequest float64 `json:"create_transfers_events_per_request,omitempty"`
+	// RequestsPerDecision counts requests (or calls) of every operation.
+	RequestsPerDecision float64 `json:"requests_per_decision,omitempty"`
+}
+
+type latency struct {
+	Samples uint64 `json:"samples"`
+	P50     int64  `json:"p50"`
+	P90     int64  `json:"p90"`
+	P99     int64  `json:"p99"`
+	P999    int64  `json:"p999"`
+}
+
+func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration, capped bool, mallocs uint64) {
+	var lat hist
+	for _, w := range ws {
+		r.Admitted += w.admitted
+		r.Denied += w.denied
+		r.Errors += w.errors
+		if w.firstErr != nil && r.FirstError == "" {
+			r.FirstError = w.firstErr.Error()
+		}
+		lat.merge(&w.lat)
+	}
+	r.Decisions = int64(r.Admitted + r.Denied + r.Errors)
+	r.ElapsedSec = elapsed.Seconds()
+	r.Capped = capped
+	if elapsed > 0 {
+		r.DecisionsPerSec = float64(r.Decisions) / elapsed.Seconds()
+	}
+	r.Latency = latency{
+		Samples: lat.n,
+		P50:     int64(lat.quantile(0.50)),
+		P90:     int64(lat.quantile(0.90)),
+		P99:     int64(lat.quantile(0.99)),
+		P999:    int64(lat.quantile(0.999)),
+	}
+	if r.Decisions > 0 {
+		r.AllocsPerDecision = float64(mallocs) / float64(r.Decisions)
+	}
+	r.AllocsScope = "process"
+	if !c.inProcess {
+		r.AllocsScope = "client side"
+	}
+	r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
+	r.Check = r.Expected.check(r.Admitted)
+	if r.Errors > 0 && r.FirstError != "" && r.Check == "exact" {
+		r.Check = "errors"
+	}
+}
+
+func (r *result) setOps(before, after map[string]opCount, engine bool) {
+	r.Ops = map[string]opCount{}
+	var reqs uint64
+	for k, a := range after {
+		d := a.sub(before[k])
+		if d.Requests > 0 {
+			r.Ops[k] = d
+			reqs += d.Requests
+		}
+	}
+	r.OpsSource = "engine"
+	if !engine {
+		r.OpsSource = "client calls"
+	}
+	if ct := r.Ops["create_transfers"]; ct.Requests > 0 {
+		r.EventsPerRequest = float64(ct.Events) / float64(ct.Requests)
+	}
+	if r.Decisions > 0 {
+		r.RequestsPerDecision = float64(reqs) / float64(r.Decisions)
+	}
+}
+
+func (r *result) ran() bool { return r.NotRun == "" && r.Failed == "" }
+
+func (r *result) progress() string {
+	switch {
+	case r.NotRun != "":
+		return fmt.Sprintf("%-5s %4d callers  %-22s not run: %s", r.Workload, r.Callers, r.Contender, r.NotRun)
+	case r.Failed != "":
+		return fmt.Sprintf("%-5s %4d callers  %-22s FAILED: %s", r.Workload, r.Callers, r.Contender, r.Failed)
+	}
+	return fmt.Sprintf("%-5s %4d callers  %-22s %12s/s  p50 %8s  p99 %8s  admitted %d of %d (%s %d: %s)",
+		r.Workload, r.Callers, r.Contender, thousands(r.DecisionsPerSec), dur(r.Latency.P50), dur(r.Latency.P99),
+		r.Admitted, r.Decisions, r.Expected.Kind, r.Expected.Value, r.Check)
+}
+
+// ratio is tblimit's decisions per second divided by another contender's,
+// in one cell.
+type ratio struct {
+	Workload string `json:"workload"`
+	Callers  int    `json:"callers"`
+	Tblimit  string `json:"tblimit"`
+	Peer     string `json:"peer"`
+	// Ratio is the median over the rounds of the ratio within a round.
+	Ratio float64 `json:"ratio"`
+}
+
+type target struct {
+	Target string `json:"target"`
+	Result string `json:"result"`
+	// Met is "met", "missed" or "not run".
+	Met string `json:"met"`
+}
+
+type meta struct {
+	Date        string  `json:"date"`
+	Go          string  `json:"go"`
+	OS          string  `json:"os_arch"`
+	CPUs        int     `json:"cpus"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+	CPU         string  `json:"cpu"`
+	Redis       string  `json:"redis"`
+	TigerBeetle string  `json:"tigerbeetle"`
+	Config      *config `json:"config"`
+}
+
+type report struct {
+	Meta    meta      `json:"meta"`
+	Results []*result `json:"results"`
+	Ratios  []ratio   `json:"ratios"`
+	Targets []target  `json:"targets"`
+
+	order []string // contender names in run order
+}
+
+func newReport(cfg *config, cs []*contender, tbBin string) *report {
+	rep := &report{Meta: meta{
+		Date:        time.Now().UTC().Format(time.RFC3339),
+		Go:          runtime.Version(),
+		OS:          runtime.GOOS + "/" + runtime.GOARCH,
+		CPUs:        runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		CPU:         cpuModel(),
+		Redis:       "not run",
+		TigerBeetle: "not run",
+		Config:      cfg,
+	}}
+	if tbBin == "" {
+		rep.Meta.TigerBeetle = "not run: no binary"
+	}
+	for _, c := range cs {
+		rep.order = append(rep.order, c.name)
+		if c.name == "redis_rate" && c.notRun != "" {
+			rep.Meta.Redis = "not run: " + c.notRun
+		}
+	}
+	return rep
+}
+
+func (rep *report) add(r *result) { rep.Results = append(rep.Results, r) }
+
+func (rep *report) failed() bool {
+	for _, r := range rep.Results {
+		if r.Failed != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (rep *report) find(workload string, callers int, contender string) *result {
+	for _, r := range rep.Results {
+		if r.Workload == workload && r.Callers == callers && r.Contender == contender && r.ran() {
+			return r
+		}
+	}
+	return nil
+}
+
+// finish computes the ratios and checks the targets.
+func (rep *report) finish() {
+	pairs := [][2]string{
+		{"tblimit/embedded", "raw engine"},
+		{"tblimit/embedded", "redis_rate"},
+		{"tblimit/embedded", "x/time/rate"},
+		{"tblimit/tigerbeetle", "raw client/tigerbeetle"},
+		{"tblimit/tigerbeetle", "redis_rate"},
+	}
+	for _, r := range rep.Results {
+		for _, p := range pairs {
+			if r.Contender != p[0] || !r.ran() {
+				continue
+			}
+			if peer := rep.find(r.Workload, r.Callers, p[1]); peer != nil && peer.DecisionsPerSec > 0 {
+				rep.Ratios = append(rep.Ratios, ratio{r.Workload, r.Callers, p[0], p[1], pairedRatio(r, peer)})
+			}
+		}
+	}
+
+	// tblimit on the embedded engine: 1,000,000 decisions/s at 16+ callers.
+	var parts []string
+	met, ran := true, false
+	for _, r := range rep.Results {
+		if r.Contender == "tblimit/embedded" && r.Callers >= 16 && r.ran() {
+			ran = true
+			parts = append(parts, fmt.Sprintf("%s/%d %s", r.Workload, r.Callers, thousands(r.DecisionsPerSec)))
+			met = met && r.DecisionsPerSec >= 1e6
+		}
+	}
+	rep.Targets = append(rep.Targets, target{"tblimit/embedded: at least 1,000,000 decisions/s at 16+ callers",
+		strings.Join(parts, ", "), verdict(ran, met)})
+
+	// On a real server: at least 90% of the raw client at 256 callers.
+	parts, met, ran = nil, true, false
+	for _, q := range rep.Ratios {
+		if q.Tblimit == "tblimit/tigerbeetle" && q.Peer == "raw client/tigerbeetle" && q.Callers == 256 {
+			ran = true
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", q.Workload, 100*q.Ratio))
+			met = met && q.Ratio >= 0.9
+		}
+	}
+	rep.Targets = append(rep.Targets, target{"tblimit/tigerbeetle: at least 90% of the raw client's decisions/s at 256 callers",
+		strings.Join(parts, ", "), verdict(ran, met)})
+
+	// Ahead of redis_rate at 256 callers.
+	parts, met, ran = nil, true, false
+	for _, q := range rep.Ratios {
+		if q.Peer == "redis_rate" && q.Callers == 256 {
+			ran = true
+			parts = append(parts, fmt.Sprintf("%s %s %.2fx", q.Tblimit, q.Workload, q.Ratio))
+			met = met && q.Ratio > 1
+		}
+	}
+	rep.Targets = append(rep.Targets, target{"tblimit ahead of redis_rate at 256 callers",
+		strings.Join(parts, ", "), verdict(ran, met)})
+}
+
+func verdict(ran, met bool) string {
+	switch {
+	case !ran:
+		return "not run"
+	case met:
+		return "met"
+	}
+	return "missed"
+}
+
+// loadReport reads a bench.json and computes its ratios and targets again.
+func loadReport(path string) (*report, error) {
+	js, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report{}
+	if err := json.Unmarshal(js, rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg := rep.Meta.Config
+	if cfg == nil || len(rep.Results) == 0 {
+		return nil, fmt.Errorf("%s: no results", path)
+	}
+	cfg.MaxTime = time.Duration(cfg.MaxTimeSec * float64(time.Second))
+	cfg.Window = time.Duration(cfg.WindowSec * float64(time.Second))
+	for _, r := range rep.Results {
+		if !slices.Contains(rep.order, r.Contender) {
+			rep.order = append(rep.order, r.Contender)
+		}
+	}
+	rep.Ratios, rep.Targets = nil, nil
+	rep.finish()
+	return rep, nil
+}
+
+// write writes bench.txt, bench.json and bench.png into dir and the table to out.
+func (rep *report) write(dir string, out io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var txt bytes.Buffer
+	rep.text(&txt)
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), txt.Bytes(), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := rep.chart(filepath.Join(dir, "bench.png")); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	_, err = out.Write(txt.Bytes())
+	return err
+}
+
+// text writes the table, the notes and the targets.
+func (rep *report) text(w io.Writer) {
+	m, cfg := rep.Meta, rep.Meta.Config
+	rev := ""
+	if cfg.Rev != "" {
+		rev = " " + cfg.Rev
+	}
+	fmt.Fprintf(w, "tblimit%s bench, %s: %s, %d CPUs (GOMAXPROCS %d), %s, %s\n", rev, m.Date, m.OS, m.CPUs, m.GOMAXPROCS, m.CPU, m.Go)
+	fmt.Fprintf(w, "redis: %s; tigerbeetle: %s\n", m.Redis, m.TigerBeetle)
+	fmt.Fprintf(w, "cells: %s decisions or %v each, median of %d rounds; window %v; hot: 1 user, limit %d; zipf: %d users (s=%.2g), limit %d each\n\n",
+		thousands(float64(cfg.Decisions)), cfg.MaxTime, cfg.Rounds, cfg.Window, cfg.HotLimit, cfg.Users, cfg.ZipfS, cfg.ZipfLimit)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tcallers\tcontender\tdecisions/s\tp50\tp99\tallocs/dec\tdenied\tadmitted\texpected\tcheck\tev/req\ttblimit÷\t")
+	last := ""
+	for _, r := range rep.Results {
+		key := fmt.Sprintf("%s/%d", r.Workload, r.Callers)
+		if last != "" && key != last {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t\t")
+		}
+		last = key
+		if !r.ran() {
+			why := "not run: " + r.NotRun
+			if r.Failed != "" {
+				why = "FAILED: " + r.Failed
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\t\t\t\t\t\t\t\t\t\n", r.Workload, r.Callers, r.Contender, short(why, 72))
+			continue
+		}
+		dps := thousands(r.DecisionsPerSec)
+		if r.Capped {
+			dps += "*"
+		}
+		allocs := fmt.Sprintf("%.1f", r.AllocsPerDecision)
+		if r.AllocsScope != "process" {
+			allocs += "c"
+		}
+		exp := thousands(float64(r.Expected.Value))
+		if r.Expected.Kind != "exact" {
+			exp = "≤" + exp
+		}
+		evreq := "—"
+		if r.OpsSource == "engine" && r.EventsPerRequest > 0 {
+			evreq = fmt.Sprintf("%.1f", r.EventsPerRequest)
+		}
+		denied := "—"
+		if r.Decisions > 0 {
+			denied = fmt.Sprintf("%.0f%%", 100*float64(r.Denied)/float64(r.Decisions))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Workload, r.Callers, r.Contender, dps, dur(r.Latency.P50), dur(r.Latency.P99), allocs, denied,
+			thousands(float64(r.Admitted)), exp, r.Check, evreq, rep.ratioText(r))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, `
+decisions/s: decisions made / wall time, all callers together (* = stopped by the time cap).
+p50, p99: latency of one decision (one in `+fmt.Sprint(cfg.Sample)+` timed).
+allocs/dec: heap allocations of this process per decision (c = client side only).
+denied: share of the decisions that were denials (tblimit's denials cost more than its admissions).
+expected: tblimit and the raw rows keep a sliding window log (every unit returns one window
+  after it was taken): with cells shorter than the window each key admits exactly
+  min(attempts, limit), and "exact" means admitted == expected. redis_rate (GCRA) and
+  x/time/rate (token bucket) get burst = limit and rate = limit per window, so each key may
+  admit up to limit + limit*elapsed/window: "ok" means within that bound; OVER would be wrong.
+ev/req: transfers per create_transfers request as the embedded engine counted them.
+tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
+  tblimit/tigerbeetle for the rows on a real server, from tblimit/embedded for the others.`)
+	fmt.Fprintln(w, "\ntargets:")
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "  %-7s %s: %s\n", strings.ToUpper(t.Met), t.Target, orDash(t.Result))
+	}
+}
+
+func (rep *report) ratioText(r *result) string {
+	base := "tblimit/embedded"
+	if strings.HasSuffix(r.Contender, "/tigerbeetle") {
+		base = "tblimit/tigerbeetle"
+	}
+	b := rep.find(r.Workload, r.Callers, base)
+	if b == nil || r.DecisionsPerSec == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", pairedRatio(b, r))
+}
+
+// pairedRatio is a's decisions/s over b's: the median of the ratios of the
+// rounds, which ran seconds apart (so a slow moment of a shared machine
+// slows both), or the ratio of the medians when the rounds do not pair up.
+func pairedRatio(a, b *result) float64 {
+	if len(a.Rounds) == 0 || len(a.Rounds) != len(b.Rounds) {
+		return a.DecisionsPerSec / b.DecisionsPerSec
+	}
+	rs := make([]float64, 0, len(a.Rounds))
+	for i := range a.Rounds {
+		if b.Rounds[i] > 0 {
+			rs = append(rs, a.Rounds[i]/b.Rounds[i])
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	return rs[(len(rs)-1)/2]
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func short(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// thousands formats v rounded, with thousands separators.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// dur formats nanoseconds with three significant digits.
+func dur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", ns)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3gµs", float64(ns)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3gms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.3gs", float64(ns)/1e9)
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func serverVersion(bin string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if err != nil || line == "" {
+		return bin + " (no --development)"
+	}
+	return line + " (no --development)"
+}
+
+func redisVersion(addr, fallback string) string {
+	if addr == "" {
+		return fallback
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return fallback
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return "redis " + v + " at " + addr
+		}
+	}
+	return fallback
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Compares tblimit's decisions per second with the limiters users would pick instead, in one
+# run on this machine, and prints one table (bench/, a separate Go module).
+set -euo pipefail
+
+readonly PROG="${0##*/}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+readonly ROOT
+
+usage() {
+	cat <<EOF
+Usage: $PROG [--quick] [HARNESS FLAGS...]
+
+Runs the benchmark harness in bench/ against:
+  - tblimit on the embedded engine (default client, WithCoalescing, WithLeases),
+    and the same pending transfers sent to the engine directly;
+  - tblimit and the raw tigerbeetle-go client on a real tigerbeetle server, when
+    \$TIGERBEETLE_BIN (or tigerbeetle on PATH) gives a binary: started without
+    --development in a temporary directory (-tb-dir DIR, needs Direct I/O), stopped
+    and deleted afterwards;
+  - go-redis/redis_rate on a local Redis: redis-server is installed from Debian's
+    packages if missing, started on a free loopback port without persistence, and
+    stopped on exit. Without it, the redis row says why it was not run;
+  - golang.org/x/time/rate, in process.
+
+It writes bench/results/bench.txt, bench.json and bench.png, and prints the table.
+
+Options:
+  --quick     short cells (200,000 decisions or 2 s each): a smoke run of about a minute
+  -h, --help  print this help, then the harness's flags, and exit
+Any other flag goes to the harness (e.g. -callers 16,256 -workloads hot -decisions 5000000
+-max-time 20s -window 60s -out DIR); see the list below with --help.
+EOF
+}
+
+die() {
+	printf '%s: %s\n' "$PROG" "$*" >&2
+	exit 1
+}
+
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+
+as_root() {
+	if [[ "$(id -u)" == 0 ]]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		sudo -n "$@"
+	else
+		return 1
+	fi
+}
+
+# install_redis installs redis-server from Debian's packages if it is missing; on failure it
+# sets REDIS_REASON.
+install_redis() {
+	command -v redis-server >/dev/null 2>&1 && return 0
+	if ! command -v apt-get >/dev/null 2>&1; then
+		REDIS_REASON="redis-server missing, no apt-get to install it"
+		return 0
+	fi
+	log "installing redis-server from Debian's packages"
+	if ! as_root apt-get update -qq >&2; then
+		REDIS_REASON="redis-server missing, apt-get update failed (needs root)"
+		return 0
+	fi
+	if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >&2; then
+		REDIS_REASON="apt-get install redis-server failed"
+		return 0
+	fi
+	command -v redis-server >/dev/null 2>&1 || REDIS_REASON="apt-get installed no redis-server"
+}
+
+# port_free reports whether nothing listens on 127.0.0.1:$1.
+port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# start_redis starts redis-server on a free loopback port with no persistence; on success it
+# sets REDIS_ADDR and REDIS_PID, on failure REDIS_REASON.
+start_redis() {
+	REDIS_DIR="$(mktemp -d)"
+	local attempt port
+	for attempt in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 40000))
+		port_free "$port" || continue
+		redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+			--dir "$REDIS_DIR" --logfile "$REDIS_DIR/redis.log" --daemonize no \
+			>/dev/null 2>&1 </dev/null &
+		REDIS_PID=$!
+		local i
+		for i in $(seq 1 50); do
+			if ! kill -0 "$REDIS_PID" 2>/dev/null; then
+				break
+			fi
+			if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+				REDIS_ADDR="127.0.0.1:$port"
+				log "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') listening on $REDIS_ADDR (pid $REDIS_PID, no persistence)"
+				return 0
+			fi
+			sleep 0.1
+		done
+		stop_redis
+		log "redis-server did not start on port $port (attempt $attempt): $(tail -n 3 "$REDIS_DIR/redis.log" 2>/dev/null || true)"
+	done
+	REDIS_REASON="redis-server did not start (log: $REDIS_DIR/redis.log)"
+}
+
+stop_redis() {
+	if [[ -n "${REDIS_PID:-}" ]]; then
+		kill "$REDIS_PID" 2>/dev/null || true
+		wait "$REDIS_PID" 2>/dev/null || true
+		REDIS_PID=""
+	fi
+}
+
+cleanup() {
+	stop_redis
+	if [[ -z "${REDIS_REASON:-}" && -n "${REDIS_DIR:-}" ]]; then
+		rm -rf "$REDIS_DIR"
+	fi
+	if [[ -n "${BUILD_DIR:-}" ]]; then
+		rm -rf "$BUILD_DIR"
+	fi
+}
+
+main() {
+	local args=() help=0
+	for a in "$@"; do
+		case "$a" in
+		-h | --help | -help) help=1 ;;
+		*) args+=("$a") ;;
+		esac
+	done
+	command -v go >/dev/null 2>&1 || die "go is not installed"
+
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	BUILD_DIR="$(mktemp -d)"
+	(cd "$ROOT/bench" && go build -o "$BUILD_DIR/bench" .) || die "could not build the harness in bench/"
+	if [[ $help == 1 ]]; then
+		usage
+		echo
+		echo "Harness flags:"
+		"$BUILD_DIR/bench" -help 2>&1 | tail -n +2
+		return 0
+	fi
+
+	REDIS_REASON="" REDIS_ADDR="" REDIS_PID=""
+	install_redis
+	if [[ -z "$REDIS_REASON" ]]; then
+		start_redis
+	fi
+	local redis_flags=()
+	if [[ -n "$REDIS_ADDR" ]]; then
+		redis_flags=(-redis "$REDIS_ADDR")
+	else
+		log "redis_rate will not run: $REDIS_REASON"
+		redis_flags=(-redis-not-run "$REDIS_REASON")
+	fi
+
+	# The real-server rows run when testenv finds a binary ($TIGERBEETLE_BIN, else PATH).
+	local rev
+	rev="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+	"$BUILD_DIR/bench" -out "$ROOT/bench/results" -rev "$rev" "${redis_flags[@]}" ${args[@]+"${args[@]}"}
+}
+
+main "$@"
