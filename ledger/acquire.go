@@ -165,6 +165,16 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 	if len(holds) == 0 || len(holds) > BatchMax {
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
 	}
+	if len(holds) == 1 && holds[0].Request.ID.IsZero() {
+		h := holds[0]
+		if err := validHold(h.Resource, h.Request); err != nil {
+			return nil, err
+		}
+		uid := UserID(h.Resource.Ledger, h.Request.User)
+		if d, ok := c.drain.deny(uid, h.Request.Amount, uint64(c.now().UnixNano())); ok {
+			return []Decision{d}, nil
+		}
+	}
 	chain := make([]tb.Transfer, len(holds))
 	ids := make([]ID, len(holds))
 	for i, h := range holds {
@@ -297,12 +307,13 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 			d.Reason = LimitExceeded // a later link of a chain that failed earlier
 		}
 		now := d.Timestamp
+		var flights []flight
 		if d.Reason == LimitExceeded {
 			switch {
 			case amount > b.Limit:
 				d.RetryAfter = -1
 			case amount > b.Available:
-				flights, err := c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available)
+				flights, err = c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available)
 				if err != nil {
 					return err
 				}
@@ -315,6 +326,9 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 				return err
 			}
 			d.ResetAfter = time.Duration(last - min(last, now))
+			if b.Available == 0 && len(holds) == 1 {
+				c.drain.learn(ids[i], b.Limit, flights, last, now, uint64(c.now().UnixNano()))
+			}
 		}
 	}
 	return nil

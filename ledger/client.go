@@ -33,6 +33,7 @@ type Client struct {
 	batch       batcher
 	coalesce    *coalescer   // nil unless WithCoalescing
 	leases      *leaser      // nil unless WithLeases
+	drain       drainCache
 	maxBatch    atomic.Int64 // the most events sent in one request
 }
 

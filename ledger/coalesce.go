@@ -36,15 +36,11 @@ func WithCoalescing(wait time.Duration) Option {
 	return func(c *Client) { c.coalesce = &coalescer{wait: wait, keys: map[ID]*keyQueue{}} }
 }
 
-// maxDenyCache bounds how long a denial learnt from the cluster is reused
-// locally, so that a raised limit is seen within it.
-const maxDenyCache = time.Second
-
 type coalescer struct {
 	wait time.Duration
 
 	mu        sync.Mutex
-	keys      map[ID]*keyQueue // users with waiters, a flush in flight, or known to be drained
+	keys      map[ID]*keyQueue // users with waiters or a flush in flight
 	ready     []*keyQueue      // users with waiters and no flush in flight, in arrival order
 	scheduled bool             // a flush of ready is scheduled
 }
@@ -55,12 +51,6 @@ type keyQueue struct {
 	waiting []*waiter // arrived, not sent yet
 	busy    bool      // a flush for this user is in flight
 	queued  bool      // in ready
-
-	// Known while the account is drained: deny locally until denyUntil
-	// (this Client's clock, ns), with limit and the units in flight.
-	denyUntil uint64
-	limit     uint64
-	flights   []flight
 }
 
 type waiter struct {
@@ -80,14 +70,7 @@ func (c *Client) acquireCoalesced(ctx context.Context, r Resource, req Request) 
 		q = &keyQueue{account: uid, res: r}
 		co.keys[uid] = q
 	}
-	if q.denyUntil > now {
-		d := Decision{Reason: LimitExceeded, Limit: q.limit, RetryAfter: -1}
-		if req.Amount <= q.limit {
-			d.RetryAfter = releaseAfter(q.flights, now, req.Amount)
-		}
-		if n := len(q.flights); n > 0 {
-			d.ResetAfter = time.Duration(q.flights[n-1].expires - min(now, q.flights[n-1].expires))
-		}
+	if d, ok := c.drain.deny(uid, req.Amount, now); ok {
 		co.mu.Unlock()
 		return d, nil
 	}
@@ -160,7 +143,7 @@ func (co *coalescer) flush(c *Client) {
 		if retry[i] {
 			q.waiting = append(groups[i], q.waiting...)
 		}
-		if len(q.waiting) == 0 && q.denyUntil == 0 {
+		if len(q.waiting) == 0 {
 			delete(co.keys, q.account)
 		} else {
 			co.enqueue(c, q)
@@ -363,11 +346,9 @@ func (c *Client) learnDrained(ctx context.Context, q *keyQueue, g []*waiter, b b
 	if b.Available > 0 || len(flights) == 0 {
 		return
 	}
-	// Translate the cluster's expiry to this Client's clock: deny until the
-	// first unit returns, at most maxDenyCache from now.
-	local := uint64(c.now().UnixNano())
-	until := local + min(flights[0].expires-min(now, flights[0].expires), uint64(maxDenyCache))
-	c.coalesce.mu.Lock()
-	q.denyUntil, q.limit, q.flights = until, b.Limit, flights
-	c.coalesce.mu.Unlock()
+	last, err := c.lastExpiry(ctx, q.account, now)
+	if err != nil {
+		return
+	}
+	c.drain.learn(q.account, b.Limit, flights, last, now, uint64(c.now().UnixNano()))
 }

@@ -54,21 +54,19 @@ type leaser struct {
 
 // lease is one user's lease in this Client.
 type lease struct {
-	mu       sync.Mutex
-	res      Resource
-	account  ID
-	t        tb.Transfer // the lease's pending transfer (amount: what it got)
-	ts       uint64      // its cluster timestamp
-	taken    uint64      // this Client's clock when it was taken, ns
-	granted  uint64
-	used     uint64
-	limit    uint64
-	avail    uint64        // available in the account just after the lease
-	demand   uint64        // units asked since the lease was taken
-	refresh  chan struct{} // closed when a refresh in progress ends
-	ended    bool          // over: no more units are handed out from it
-	denyTill uint64        // drained: deny locally until then (this clock, ns)
-	flights  []flight
+	mu      sync.Mutex
+	res     Resource
+	account ID
+	t       tb.Transfer // the lease's pending transfer (amount: what it got)
+	ts      uint64      // its cluster timestamp
+	taken   uint64      // this Client's clock when it was taken, ns
+	granted uint64
+	used    uint64
+	limit   uint64
+	avail   uint64        // available in the account just after the lease
+	demand  uint64        // units asked since the lease was taken
+	refresh chan struct{} // closed when a refresh in progress ends
+	ended   bool          // over: no more units are handed out from it
 }
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
@@ -97,11 +95,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 			l.mu.Unlock()
 			return d, nil
 		}
-		if now < l.denyTill {
-			d := Decision{Reason: LimitExceeded, Limit: l.limit, RetryAfter: -1, Timestamp: now}
-			if req.Amount <= l.limit {
-				d.RetryAfter = releaseAfter(l.flights, now, req.Amount)
-			}
+		if d, ok := c.drain.deny(uid, req.Amount, now); ok {
 			l.mu.Unlock()
 			return d, nil
 		}
@@ -217,7 +211,7 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 		l.mu.Lock()
 		local := uint64(c.now().UnixNano())
 		l.t, l.ts, l.taken, l.granted, l.used = got[0], s.Timestamp, local, granted, 0
-		l.limit, l.avail, l.demand, l.ended, l.denyTill = b.Limit, b.Available, 0, false, 0
+		l.limit, l.avail, l.demand, l.ended = b.Limit, b.Available, 0, false
 		l.mu.Unlock()
 		c.scheduleEnd(lr, l, got[0].ID)
 		if granted >= req.Amount {
@@ -231,11 +225,13 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 				return d, true, err
 			}
 			d.RetryAfter = max(releaseAfter(flights, s.Timestamp, want), 0)
-			if b.Available == 0 && len(flights) > 0 {
-				l.mu.Lock()
-				l.denyTill = local + min(flights[0].expires-min(s.Timestamp, flights[0].expires), uint64(maxDenyCache))
-				l.flights = flights
-				l.mu.Unlock()
+			if b.Available == 0 {
+				last, err := c.lastExpiry(ctx, l.account, s.Timestamp)
+				if err != nil {
+					return d, true, err
+				}
+				d.ResetAfter = time.Duration(last - min(last, s.Timestamp))
+				c.drain.learn(l.account, b.Limit, flights, last, s.Timestamp, local)
 			}
 		}
 		return d, true, nil

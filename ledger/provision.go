@@ -301,6 +301,7 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 		return err
 	}
 	uid := UserID(r.Ledger, key)
+	defer c.drain.forget(uid) // what this Client knew of the old limit is void
 	var attempt uint64
 	var lastState [2]tb.Uint128 // credits and debits posted at the last step
 	for step := 0; ; step++ {
