@@ -31,8 +31,8 @@ type Client struct {
 	unavailable Policy
 	closeTB     bool
 	batch       batcher
-	coalesce    *coalescer   // nil unless WithCoalescing
-	leases      *leaser      // nil unless WithLeases
+	coalesce    *coalescer // nil unless WithCoalescing
+	leases      *leaser    // nil unless WithLeases
 	drain       drainCache
 	maxBatch    atomic.Int64 // the most events sent in one request
 }
