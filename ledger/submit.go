@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -20,15 +21,7 @@ import (
 // Accounts not found are returned with a zero ID.
 func (c *Client) submit(ctx context.Context, chain []tb.Transfer, accounts []ID) ([]tb.CreateTransferResult, []tb.Account, error) {
 	if !c.inProcess {
-		res, err := c.createTransfers(ctx, chain)
-		if err != nil {
-			return nil, nil, err
-		}
-		found, err := c.lookupAccounts(ctx, accounts...)
-		if err != nil {
-			return res, nil, err
-		}
-		return res, matchAccounts(accounts, found), nil
+		return c.submitRemote(ctx, chain, accounts)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, unavailable(err)
@@ -40,6 +33,51 @@ func (c *Client) submit(ctx context.Context, chain []tb.Transfer, accounts []ID)
 	*op = submission{done: op.done}
 	submissions.Put(op)
 	return res, found, err
+}
+
+// submitRemote sends the create and then the lookup from one goroutine
+// under one deadline. Chains too large for one request take the general
+// path, which splits them.
+func (c *Client) submitRemote(ctx context.Context, chain []tb.Transfer, accounts []ID) ([]tb.CreateTransferResult, []tb.Account, error) {
+	ids := make([]tb.Uint128, len(accounts))
+	for i, id := range accounts {
+		ids[i] = id.tb()
+	}
+	if len(chain) > int(c.maxBatch.Load()) || len(ids) > int(c.maxBatch.Load()) {
+		res, err := c.createTransfers(ctx, chain)
+		if err != nil {
+			return nil, nil, err
+		}
+		found, err := lookup(ctx, c, ids, c.tb.LookupAccounts)
+		if err != nil {
+			return res, nil, err
+		}
+		return res, matchAccounts(accounts, found), nil
+	}
+	type answer struct {
+		res   []tb.CreateTransferResult
+		found []tb.Account
+	}
+	a, err := call(ctx, c, func() (answer, error) {
+		res, err := c.tb.CreateTransfers(chain)
+		if err != nil {
+			return answer{}, err
+		}
+		found, err := c.tb.LookupAccounts(ids)
+		return answer{res, found}, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(a.res) != len(chain) {
+		return nil, nil, fmt.Errorf("ledger: create_transfers: %d results for %d transfers", len(a.res), len(chain))
+	}
+	for i := range a.res {
+		if a.res[i].Status == tb.TransferExists {
+			a.res[i].Status = tb.TransferCreated
+		}
+	}
+	return a.res, matchAccounts(accounts, a.found), nil
 }
 
 var submissions = sync.Pool{New: func() any { return &submission{done: make(chan bool, 1)} }}
