@@ -327,7 +327,7 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 			}
 			d.ResetAfter = time.Duration(last - min(last, now))
 			if b.Available == 0 && len(holds) == 1 {
-				c.drain.learn(ids[i], b.Limit, flights, last, now, uint64(c.now().UnixNano()))
+				c.drain.learn(ids[i], b.Limit, flights, last, now, uint64(c.now().UnixNano()), c.denyCacheBound())
 			}
 		}
 	}

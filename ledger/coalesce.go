@@ -350,5 +350,5 @@ func (c *Client) learnDrained(ctx context.Context, q *keyQueue, g []*waiter, b b
 	if err != nil {
 		return
 	}
-	c.drain.learn(q.account, b.Limit, flights, last, now, uint64(c.now().UnixNano()))
+	c.drain.learn(q.account, b.Limit, flights, last, now, uint64(c.now().UnixNano()), c.denyCacheBound())
 }

@@ -10,7 +10,8 @@ import (
 // available), so that their next calls are denied without any I/O until the
 // first of their units in flight returns. That is exact: units return only
 // by expiring, at instants the cache knows. Only a limit raised or units
-// voided elsewhere are missed, and for at most maxDenyCache. Calls that
+// voided elsewhere are missed, and for at most maxDenyCache (in process) or
+// maxDenyCacheRemote (on a cluster). Calls that
 // retry an attempt by its ID always go to the cluster.
 type drainCache struct {
 	m    sync.Map // account ID -> *drained
@@ -18,8 +19,15 @@ type drainCache struct {
 }
 
 // maxDenyCache bounds how long a drained user is remembered, so that a
-// limit raised by another process is seen within it.
-const maxDenyCache = time.Second
+// limit raised by another process is seen within it. On a cluster the bound
+// is shorter: a cluster frees expired units shortly after (not at) their
+// expiry instant, so a denial read just after an expiry may not show that
+// unit back yet, and the cache must not prolong that by more than about as
+// much again.
+const (
+	maxDenyCache       = time.Second
+	maxDenyCacheRemote = 100 * time.Millisecond
+)
 
 const drainCacheLimit = 1 << 18
 
@@ -58,13 +66,13 @@ func (dc *drainCache) deny(uid ID, amount uint64, now uint64) (Decision, bool) {
 // learn records that account uid was drained at cluster time clusterNow
 // (local time localNow), with its first units in flight and the instant the
 // last one returns.
-func (dc *drainCache) learn(uid ID, limit uint64, flights []flight, resetAt, clusterNow, localNow uint64) {
+func (dc *drainCache) learn(uid ID, limit uint64, flights []flight, resetAt, clusterNow, localNow uint64, bound time.Duration) {
 	if len(flights) == 0 {
 		return
 	}
 	first := flights[0].expires - min(clusterNow, flights[0].expires)
 	dr := &drained{
-		until:   localNow + min(first, uint64(maxDenyCache)),
+		until:   localNow + min(first, uint64(bound)),
 		skew:    int64(clusterNow) - int64(localNow),
 		limit:   limit,
 		flights: flights,
@@ -74,6 +82,14 @@ func (dc *drainCache) learn(uid ID, limit uint64, flights []flight, resetAt, clu
 		dc.m.Clear()
 		dc.size.Store(0)
 	}
+}
+
+// denyCacheBound is how long c may remember a drained user.
+func (c *Client) denyCacheBound() time.Duration {
+	if c.inProcess {
+		return maxDenyCache
+	}
+	return maxDenyCacheRemote
 }
 
 // forget drops what is known of account uid (its limit changed here).

@@ -231,7 +231,7 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 					return d, true, err
 				}
 				d.ResetAfter = time.Duration(last - min(last, s.Timestamp))
-				c.drain.learn(l.account, b.Limit, flights, last, s.Timestamp, local)
+				c.drain.learn(l.account, b.Limit, flights, last, s.Timestamp, local, c.denyCacheBound())
 			}
 		}
 		return d, true, nil
