@@ -193,21 +193,31 @@ func (e *Engine) read(size uint64, events int, op *OpStats) error {
 // LookupAccounts returns the accounts with the given IDs, in the order
 // asked, leaving out those that do not exist.
 func (e *Engine) LookupAccounts(accountIDs []tb.Uint128) ([]tb.Account, error) {
+	var out []tb.Account
+	if len(accountIDs) <= batchMax {
+		out = make([]tb.Account, 0, len(accountIDs))
+	}
 	if err := e.read(uint64(len(accountIDs)), len(accountIDs), &e.stats.LookupAccounts); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
-	return e.st.lookupAccounts(accountIDs), nil
+	out = e.st.lookupAccounts(accountIDs, out)
+	e.mu.Unlock()
+	return out, nil
 }
 
 // LookupTransfers returns the transfers with the given IDs, in the order
 // asked, leaving out those that do not exist.
 func (e *Engine) LookupTransfers(transferIDs []tb.Uint128) ([]tb.Transfer, error) {
+	var out []tb.Transfer
+	if len(transferIDs) <= batchMax {
+		out = make([]tb.Transfer, 0, len(transferIDs))
+	}
 	if err := e.read(uint64(len(transferIDs)), len(transferIDs), &e.stats.LookupTransfers); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
-	return e.st.lookupTransfers(transferIDs), nil
+	out = e.st.lookupTransfers(transferIDs, out)
+	e.mu.Unlock()
+	return out, nil
 }
 
 // GetAccountTransfers returns the transfers of filter.AccountID that match

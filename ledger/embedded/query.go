@@ -18,21 +18,26 @@ const (
 )
 
 func (s *state) account(i uint32) tb.Account {
+	var out tb.Account
+	s.putAccount(&out, i)
+	return out
+}
+
+// putAccount fills *out, which must be zero, with account i.
+func (s *state) putAccount(out *tb.Account, i uint32) {
 	a := &s.accounts[i]
-	return tb.Account{
-		ID:             a.id,
-		DebitsPending:  a.dPend.tb(),
-		DebitsPosted:   a.dPost.tb(),
-		CreditsPending: a.cPend.tb(),
-		CreditsPosted:  a.cPost.tb(),
-		UserData128:    a.ud128,
-		UserData64:     a.ud64,
-		UserData32:     a.ud32,
-		Ledger:         a.ledger,
-		Code:           a.code,
-		Flags:          a.flags,
-		Timestamp:      a.ts,
-	}
+	out.ID = a.id
+	a.dPend.put(&out.DebitsPending)
+	a.dPost.put(&out.DebitsPosted)
+	a.cPend.put(&out.CreditsPending)
+	a.cPost.put(&out.CreditsPosted)
+	out.UserData128 = a.ud128
+	out.UserData64 = a.ud64
+	out.UserData32 = a.ud32
+	out.Ledger = a.ledger
+	out.Code = a.code
+	out.Flags = a.flags
+	out.Timestamp = a.ts
 }
 
 func (s *state) transfer(i uint32) tb.Transfer {
@@ -43,7 +48,7 @@ func (s *state) transfer(i uint32) tb.Transfer {
 		DebitAccountID:  dr.id,
 		CreditAccountID: s.accounts[x.cr].id,
 		Amount:          x.amount.tb(),
-		UserData128:     x.ud128,
+		UserData128:     s.transfers.userData128(i),
 		UserData64:      x.ud64,
 		UserData32:      x.ud32,
 		Timeout:         x.timeout,
@@ -58,18 +63,30 @@ func (s *state) transfer(i uint32) tb.Transfer {
 	return t
 }
 
-func (s *state) lookupAccounts(ids []tb.Uint128) []tb.Account {
-	out := make([]tb.Account, 0, len(ids))
-	for _, id := range ids {
-		if i, ok := s.accountIdx[id]; ok {
-			out = append(out, s.account(i))
+// lookupAccounts appends to out, which has room for them, the accounts
+// with the given IDs. An ID repeated right after itself (a hot account in a
+// batch) is answered with a copy, without looking it up again.
+func (s *state) lookupAccounts(ids []tb.Uint128, out []tb.Account) []tb.Account {
+	found := false
+	for k, id := range ids {
+		if k > 0 && id == ids[k-1] {
+			if found {
+				out = append(out, out[len(out)-1])
+			}
+			continue
+		}
+		var i uint32
+		if i, found = s.accountIdx[id]; found {
+			out = append(out, tb.Account{})
+			s.putAccount(&out[len(out)-1], i)
 		}
 	}
 	return out
 }
 
-func (s *state) lookupTransfers(ids []tb.Uint128) []tb.Transfer {
-	out := make([]tb.Transfer, 0, len(ids))
+// lookupTransfers appends to out, which has room for them, the transfers
+// with the given IDs.
+func (s *state) lookupTransfers(ids []tb.Uint128, out []tb.Transfer) []tb.Transfer {
 	for _, id := range ids {
 		if i, ok := s.transferIDs.find(id); ok {
 			out = append(out, s.transfer(i))
@@ -119,44 +136,45 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 		return nil, nil
 	}
 	a := &s.accounts[ai]
-	var debits, credits []uint32
+	// The entries [dFrom, dTo) of a.debits and [cFrom, cTo) of a.credits.
+	var dFrom, dTo, cFrom, cTo int
 	if f.Flags&ffDebits != 0 {
-		debits = s.clip(a.debits, lo, hi)
+		dFrom, dTo = s.clip(&a.debits, lo, hi)
 	}
 	if f.Flags&ffCredits != 0 {
-		credits = s.clip(a.credits, lo, hi)
+		cFrom, cTo = s.clip(&a.credits, lo, hi)
 	}
 	reversed := f.Flags&ffReversed != 0
 	limit := int(f.Limit)
 	var out []uint32
 	// Merge the two ascending lists (indexes are in timestamp order).
-	i, j := 0, 0
+	i, j := dFrom, cFrom
 	if reversed {
-		i, j = len(debits)-1, len(credits)-1
+		i, j = dTo-1, cTo-1
 	}
 	for len(out) < limit {
 		var idx uint32
 		if reversed {
 			switch {
-			case i >= 0 && (j < 0 || debits[i] > credits[j]):
-				idx, i = debits[i], i-1
-			case j >= 0:
-				idx, j = credits[j], j-1
+			case i >= dFrom && (j < cFrom || a.debits.at(i) > a.credits.at(j)):
+				idx, i = a.debits.at(i), i-1
+			case j >= cFrom:
+				idx, j = a.credits.at(j), j-1
 			default:
 				return a, out
 			}
 		} else {
 			switch {
-			case i < len(debits) && (j >= len(credits) || debits[i] < credits[j]):
-				idx, i = debits[i], i+1
-			case j < len(credits):
-				idx, j = credits[j], j+1
+			case i < dTo && (j >= cTo || a.debits.at(i) < a.credits.at(j)):
+				idx, i = a.debits.at(i), i+1
+			case j < cTo:
+				idx, j = a.credits.at(j), j+1
 			default:
 				return a, out
 			}
 		}
 		x := s.transfers.at(idx)
-		if (f.UserData128 != tbZero && x.ud128 != f.UserData128) ||
+		if (f.UserData128 != tbZero && s.transfers.userData128(idx) != f.UserData128) ||
 			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
 			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
 			(f.Code != 0 && x.code != f.Code) {
@@ -167,15 +185,12 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 	return a, out
 }
 
-// clip returns the part of an ascending list of transfer indexes whose
-// timestamps lie in [lo, hi].
-func (s *state) clip(list []uint32, lo, hi uint64) []uint32 {
-	from := sort.Search(len(list), func(k int) bool { return s.transfers.at(list[k]).ts >= lo })
-	to := sort.Search(len(list), func(k int) bool { return s.transfers.at(list[k]).ts > hi })
-	if from >= to {
-		return nil
-	}
-	return list[from:to]
+// clip returns the range [from, to) of an ascending list of transfer
+// indexes whose timestamps lie in [lo, hi] (from >= to when there are none).
+func (s *state) clip(list *idxList, lo, hi uint64) (from, to int) {
+	from = sort.Search(list.len(), func(k int) bool { return s.transfers.at(list.at(k)).ts >= lo })
+	to = sort.Search(list.len(), func(k int) bool { return s.transfers.at(list.at(k)).ts > hi })
+	return from, to
 }
 
 func (s *state) getAccountTransfers(f *tb.AccountFilter) []tb.Transfer {
@@ -266,7 +281,7 @@ func (s *state) queryTransfers(f *tb.QueryFilter) []tb.Transfer {
 			k = uint32(to - 1 - c)
 		}
 		x := s.transfers.at(k)
-		if (f.UserData128 != tbZero && x.ud128 != f.UserData128) ||
+		if (f.UserData128 != tbZero && s.transfers.userData128(k) != f.UserData128) ||
 			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
 			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
 			(f.Ledger != 0 && s.accounts[x.dr].ledger != f.Ledger) ||

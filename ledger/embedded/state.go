@@ -55,11 +55,11 @@ const (
 	timestampMax = math.MaxUint64 - 1
 )
 
-// xfer is one stored transfer: 72 bytes, plus 16 for its ID in the idSet.
-// Ledger, account IDs and pending ID are recovered through the indexes.
+// xfer is one stored transfer: 56 bytes, plus 16 for its ID in the idSet
+// and 16 for a user data 128 that is not zero (see xferArena). Ledger,
+// account IDs and pending ID are recovered through the indexes.
 type xfer struct {
 	amount  u128
-	ud128   tb.Uint128
 	ud64    uint64
 	ts      uint64
 	dr, cr  uint32 // account indexes
@@ -99,7 +99,7 @@ type acct struct {
 
 	// Arena indexes of the transfers this account is the debit / credit
 	// account of, ascending (= timestamp order).
-	debits, credits []uint32
+	debits, credits idxList
 	// history holds one entry per transfer, only with flags.history.
 	history []balance
 }
@@ -149,7 +149,13 @@ type state struct {
 	transferIDs idSet     // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order
 	failedIDs   idSet     // IDs of transfers that failed with a transient status
-	expiries    expiryHeap
+
+	// Pending transfers with a timeout wait for their expiry in the queue of
+	// their timeout (most of them), or in the heap once maxQueues timeouts
+	// have queues. nextExpiry is at most the earliest expiry of them all.
+	queues     []expiryQueue
+	expiries   expiryHeap
+	nextExpiry uint64
 
 	pendingCount uint64 // transfers in statePending
 	expiredCount uint64
@@ -157,10 +163,27 @@ type state struct {
 	chain    bool   // inside a linked chain: record undo steps
 	undoLog  []undo // the current chain's changes
 	chainPre uint64 // pendingCount at the start of the chain
+
+	hashes  []uint64 // the hashes of the IDs of the current request's transfers
+	touched uint64   // keeps the reads of touchSlots
+	hotDr   acctRef  // the debit account last found by the current create_transfers
+	hotCr   acctRef  // the credit account last found by the current create_transfers
 }
 
+// acctRef caches the index of an account for one create_transfers request
+// (accounts are neither created nor removed during one). The zero ID, which
+// no account has, marks an empty entry.
+type acctRef struct {
+	id  tb.Uint128
+	idx uint32
+}
+
+// maxQueues bounds the expiry queues; transfers with other timeouts go to
+// the heap. A limiter has a timeout per window length: a handful.
+const maxQueues = 16
+
 func newState() *state {
-	return &state{accountIdx: make(map[tb.Uint128]uint32)}
+	return &state{accountIdx: make(map[tb.Uint128]uint32), nextExpiry: ^uint64(0)}
 }
 
 // lastTransferTimestamp is the greatest timestamp of a stored transfer.
@@ -217,7 +240,28 @@ func (s *state) accountAt(ts uint64) bool {
 // expire releases every pending transfer that expires at or before now.
 // Expiry depends on time alone, so releasing early (on a read) or late (on
 // the next create) gives the same state at any later request.
+//
+// Releases commute (they subtract amounts and clear flags), so the queues
+// and the heap are drained one after the other.
 func (s *state) expire(now uint64) {
+	if now < s.nextExpiry {
+		return
+	}
+	next := ^uint64(0)
+	for k := range s.queues {
+		q := &s.queues[k]
+		for q.n > 0 {
+			p := s.transfers.at(q.front())
+			if at := p.expiresAt(); at > now {
+				next = min(next, at)
+				break
+			}
+			q.popFront()
+			if p.state() == statePending {
+				s.release(p)
+			}
+		}
+	}
 	for len(s.expiries) > 0 && s.expiries[0].at <= now {
 		e := s.expiries.pop()
 		if e.idx >= s.transfers.n {
@@ -227,18 +271,73 @@ func (s *state) expire(now uint64) {
 		if p.state() != statePending || p.timeout == 0 || p.expiresAt() != e.at {
 			continue // posted, voided, or the index was reused
 		}
-		dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
-		dr.dPend = dr.dPend.sub(p.amount)
-		cr.cPend = cr.cPend.sub(p.amount)
-		if p.flags&tfClosingDr != 0 {
-			dr.flags &^= afClosed
+		s.release(p)
+	}
+	if len(s.expiries) > 0 {
+		next = min(next, s.expiries[0].at)
+	}
+	s.nextExpiry = next
+}
+
+// release expires pending transfer p.
+func (s *state) release(p *xfer) {
+	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	dr.dPend = dr.dPend.sub(p.amount)
+	cr.cPend = cr.cPend.sub(p.amount)
+	if p.flags&tfClosingDr != 0 {
+		dr.flags &^= afClosed
+	}
+	if p.flags&tfClosingCr != 0 {
+		cr.flags &^= afClosed
+	}
+	p.setState(stateExpired)
+	s.pendingCount--
+	s.expiredCount++
+}
+
+// schedule arranges for the pending transfer x, stored at idx with a
+// timeout, to expire.
+func (s *state) schedule(idx uint32, x *xfer) {
+	at := x.expiresAt()
+	s.nextExpiry = min(s.nextExpiry, at)
+	if q := s.queue(x.timeout); q != nil && (q.n == 0 || s.transfers.at(q.back()).expiresAt() <= at) {
+		q.push(idx)
+		return
+	}
+	s.expiries.push(expiry{at: at, idx: idx})
+}
+
+// queue returns the expiry queue of a timeout, making one if there is room,
+// or nil.
+func (s *state) queue(timeout uint32) *expiryQueue {
+	for k := range s.queues {
+		if s.queues[k].timeout == timeout {
+			return &s.queues[k]
 		}
-		if p.flags&tfClosingCr != 0 {
-			cr.flags &^= afClosed
+	}
+	if len(s.queues) < maxQueues {
+		s.queues = append(s.queues, expiryQueue{timeout: timeout})
+		return &s.queues[len(s.queues)-1]
+	}
+	for k := range s.queues {
+		if q := &s.queues[k]; q.n == 0 {
+			q.timeout = timeout
+			return q
 		}
-		p.setState(stateExpired)
-		s.pendingCount--
-		s.expiredCount++
+	}
+	return nil
+}
+
+// unschedule takes the newest transfer, at idx, out of its expiry queue
+// when it is there (rollback). Heap entries are dropped lazily instead.
+func (s *state) unschedule(idx uint32, x *xfer) {
+	for k := range s.queues {
+		if q := &s.queues[k]; q.timeout == x.timeout {
+			if q.n > 0 && q.back() == idx {
+				q.popBack()
+			}
+			return
+		}
 	}
 }
 
@@ -286,13 +385,16 @@ func (s *state) removeLastTransfer() {
 	i := s.transfers.n - 1
 	x := s.transfers.at(i)
 	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
-	dr.debits = dr.debits[:len(dr.debits)-1]
-	cr.credits = cr.credits[:len(cr.credits)-1]
+	dr.debits.pop()
+	cr.credits.pop()
 	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
 		dr.history = dr.history[:n-1]
 	}
 	if n := len(cr.history); n > 0 && cr.history[n-1].xfer == i {
 		cr.history = cr.history[:n-1]
+	}
+	if x.flags&tfPending != 0 && x.timeout != 0 {
+		s.unschedule(i, x)
 	}
 	s.transferIDs.removeLast()
 	s.transfers.pop()
@@ -447,9 +549,14 @@ func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.
 	n := len(events)
 	request := base + uint64(n)
 	imported := n > 0 && events[0].Flags&tfImported != 0
+	s.hotDr, s.hotCr = acctRef{}, acctRef{}
+	hs := s.hashIDs(events)
 	chainStart := -1
 	broken := false
 	for i := range events {
+		if i%touchBlock == 0 {
+			s.touchSlots(hs[i:min(i+touchBlock, n)])
+		}
 		ev := &events[i]
 		ts := base + uint64(i) + 1
 		linked := ev.Flags&tfLinked != 0
@@ -478,7 +585,7 @@ func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.
 			if imported {
 				eventTs = ev.Timestamp
 			}
-			status, rts = s.createTransfer(ev, eventTs, ts)
+			status, rts = s.createTransfer(ev, eventTs, ts, hs[i])
 		}
 		results[i] = tb.CreateTransferResult{Timestamp: rts, Status: status}
 		if status != tb.TransferCreated {
@@ -490,7 +597,7 @@ func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.
 				}
 			}
 			if transient(status) {
-				s.failedIDs.add(ev.ID)
+				s.failedIDs.addHashed(ev.ID, hs[i])
 			}
 		}
 		if chainStart >= 0 && (!linked || status == tb.TransferLinkedEventChainOpen) {
@@ -500,9 +607,52 @@ func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.
 	}
 }
 
+// hashIDs returns the hashes of the transfers' IDs.
+func (s *state) hashIDs(events []tb.Transfer) []uint64 {
+	if cap(s.hashes) < len(events) {
+		s.hashes = make([]uint64, len(events))
+	}
+	hs := s.hashes[:len(events)]
+	for i := range events {
+		hs[i] = hashID(events[i].ID)
+	}
+	return hs
+}
+
+// touchBlock is how many events touchSlots prepares at a time: enough to
+// overlap many cache misses, few enough that their cache lines and pages
+// stay cached until used.
+const touchBlock = 64
+
+// touchSlots reads the slots where looking up the IDs with hashes hs will
+// start. Those reads are independent of each other, so the CPU waits for
+// their cache misses all at once rather than one event after the other.
+func (s *state) touchSlots(hs []uint64) {
+	sum := s.touched
+	for _, h := range hs {
+		sum += s.transferIDs.touch(h) + s.failedIDs.touch(h)
+	}
+	s.touched = sum
+}
+
+// accountIndex returns the index of the account with ID id, which must not
+// be zero, remembering it in *hot: a batch of decisions credits one
+// operator and often debits one hot user.
+func (s *state) accountIndex(id tb.Uint128, hot *acctRef) (uint32, bool) {
+	if id == hot.id {
+		return hot.idx, true
+	}
+	i, ok := s.accountIdx[id]
+	if ok {
+		*hot = acctRef{id: id, idx: i}
+	}
+	return i, ok
+}
+
 // createTransfer validates and applies one transfer. eventTs is the
-// transfer's timestamp, ts the event's validation timestamp.
-func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTransferStatus, uint64) {
+// transfer's timestamp, ts the event's validation timestamp, h the hash of
+// its ID.
+func (s *state) createTransfer(t *tb.Transfer, eventTs, ts, h uint64) (tb.CreateTransferStatus, uint64) {
 	if t.Flags&tfPadding != 0 {
 		return tb.TransferReservedFlag, ts
 	}
@@ -512,7 +662,6 @@ func (s *state) createTransfer(t *tb.Transfer, eventTs, ts uint64) (tb.CreateTra
 	if t.ID == tbMaxInt {
 		return tb.TransferIDMustNotBeIntMax, ts
 	}
-	h := hashID(t.ID)
 	if i, ok := s.transferIDs.findHashed(t.ID, h); ok {
 		status := s.transferExists(t, i)
 		if status == tb.TransferExists {
@@ -567,11 +716,11 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if t.Code == 0 {
 		return tb.TransferCodeMustNotBeZero
 	}
-	di, ok := s.accountIdx[t.DebitAccountID]
+	di, ok := s.accountIndex(t.DebitAccountID, &s.hotDr)
 	if !ok {
 		return tb.TransferDebitAccountNotFound
 	}
-	ci, ok := s.accountIdx[t.CreditAccountID]
+	ci, ok := s.accountIndex(t.CreditAccountID, &s.hotCr)
 	if !ok {
 		return tb.TransferCreditAccountNotFound
 	}
@@ -655,7 +804,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 		dr.dPend, _ = dr.dPend.add(amount)
 		cr.cPend, _ = cr.cPend.add(amount)
 		if t.Timeout > 0 {
-			s.expiries.push(expiry{at: x.expiresAt(), idx: idx})
+			s.schedule(idx, x)
 		}
 	} else {
 		dr.dPost, _ = dr.dPost.add(amount)
@@ -682,7 +831,6 @@ func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uin
 	idx, x := s.transfers.push()
 	*x = xfer{
 		amount:  amount,
-		ud128:   t.UserData128,
 		ud64:    t.UserData64,
 		ud32:    t.UserData32,
 		ts:      eventTs,
@@ -692,6 +840,9 @@ func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uin
 		code:    t.Code,
 		flags:   t.Flags,
 	}
+	if t.UserData128 != tbZero {
+		s.transfers.setUD128(idx, t.UserData128)
+	}
 	if s.chain {
 		s.undoLog = append(s.undoLog, undo{kind: undoTransfer})
 	}
@@ -700,8 +851,8 @@ func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uin
 
 // index records transfer idx on both accounts, after their balances changed.
 func (s *state) index(idx uint32, dr, cr *acct) {
-	dr.debits = append(dr.debits, idx)
-	cr.credits = append(cr.credits, idx)
+	dr.debits.push(idx)
+	cr.credits.push(idx)
 	if dr.flags&afHistory != 0 {
 		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
 	}
@@ -792,7 +943,7 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	}
 	stored := *t
 	if stored.UserData128 == tbZero {
-		stored.UserData128 = p.ud128
+		stored.UserData128 = s.transfers.userData128(pi)
 	}
 	if stored.UserData64 == 0 {
 		stored.UserData64 = p.ud64
@@ -857,7 +1008,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 			return tb.TransferExistsWithDifferentAmount
 		}
 		switch {
-		case t.UserData128 != e.ud128:
+		case t.UserData128 != s.transfers.userData128(i):
 			return tb.TransferExistsWithDifferentUserData128
 		case t.UserData64 != e.ud64:
 			return tb.TransferExistsWithDifferentUserData64
@@ -887,7 +1038,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	} else if amount != e.amount {
 		return tb.TransferExistsWithDifferentAmount
 	}
-	if want := orDefault(t.UserData128, p.ud128); want != e.ud128 {
+	if want := orDefault(t.UserData128, s.transfers.userData128(e.pending)); want != s.transfers.userData128(i) {
 		return tb.TransferExistsWithDifferentUserData128
 	}
 	if want := orDefault(t.UserData64, p.ud64); want != e.ud64 {

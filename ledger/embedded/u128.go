@@ -30,6 +30,12 @@ func (a u128) bytes() [16]byte {
 
 func (a u128) tb() tb.Uint128 { return tb.Uint128(a.bytes()) }
 
+// put stores a in *p, without building a copy first.
+func (a u128) put(p *tb.Uint128) {
+	binary.LittleEndian.PutUint64(p[:8], a.lo)
+	binary.LittleEndian.PutUint64(p[8:], a.hi)
+}
+
 func (a u128) isZero() bool { return a.lo|a.hi == 0 }
 
 // add returns a+b and whether the sum overflowed.
