@@ -21,6 +21,9 @@ type contender struct {
 	semantics semantics
 	inProcess bool   // everything runs in this process: allocations say it all
 	notRun    string // why it does not run, or ""
+	shared    bool   // runs on the shared real server
+	// leaseLifetime is τ of a contender with leases: see windowBounds.
+	leaseLifetime time.Duration
 	// setup builds a fresh limiter for one cell, with every key known
 	// (provisioned, created) before the clock starts.
 	setup func(ctx context.Context, c cell) (*instance, error)
@@ -40,8 +43,11 @@ type instance struct {
 	allow func(ctx context.Context, key int) (bool, error)
 	// ops returns the requests and events per operation so far, as the
 	// engine counted them (server) or as they were sent (client), or nil.
-	ops   func() map[string]opCount
-	close func()
+	ops func() map[string]opCount
+	// clientOps returns what the ledger.Client of a tblimit row sent so
+	// far (its Stats), or nil: the engine-independent count.
+	clientOps func() map[string]opCount
+	close     func()
 }
 
 // opCount is the requests (or calls) of one operation and the events they carried.
@@ -52,6 +58,25 @@ type opCount struct {
 
 func (o opCount) sub(p opCount) opCount {
 	return opCount{Requests: o.Requests - p.Requests, Events: o.Events - p.Events}
+}
+
+// leaseLifetime is τ of the rows with leases (ledger.Leases' default); their
+// K is ledger's default, a tenth of the limit.
+const leaseLifetime = 100 * time.Millisecond
+
+// withLeases is the option of the "+leases" rows.
+func withLeases() ledger.Option { return ledger.WithLeases(ledger.Leases{Lifetime: leaseLifetime}) }
+
+// windowBounds are the per-window bounds of a sliding window contender for
+// a key of limit units per window (checkWindows): at most limit in any
+// window; with leases, at most limit in any W−τ and limit + K in any W
+// (one process, K = limit/10; see ledger.WithLeases).
+func (c *contender) windowBounds(limit uint64, window time.Duration) []windowBound {
+	if c.leaseLifetime == 0 {
+		return []windowBound{{window, limit}}
+	}
+	k := max(1, limit/10)
+	return []windowBound{{window - c.leaseLifetime, limit}, {window, limit + k}}
 }
 
 // tblimit on the embedded engine: the request-rate recipe, as a user writes
@@ -91,10 +116,25 @@ func tblimitSetup(ctx context.Context, cl *ledger.Client, l uint32, c cell) (*in
 		return nil, fmt.Errorf("provision %d users: %w", len(users), err)
 	}
 	keys := c.keys
-	return &instance{allow: func(ctx context.Context, k int) (bool, error) {
-		d, err := rl.Allow(ctx, keys[k])
-		return d.Allowed, err
-	}}, nil
+	return &instance{
+		allow: func(ctx context.Context, k int) (bool, error) {
+			d, err := rl.Allow(ctx, keys[k])
+			return d.Allowed, err
+		},
+		clientOps: func() map[string]opCount { return ledgerOps(cl.Stats()) },
+	}, nil
+}
+
+// ledgerOps is what a ledger.Client sent, by operation.
+func ledgerOps(s ledger.Stats) map[string]opCount {
+	return map[string]opCount{
+		"create_accounts":       opCount(s.CreateAccounts),
+		"create_transfers":      opCount(s.CreateTransfers),
+		"lookup_accounts":       opCount(s.LookupAccounts),
+		"lookup_transfers":      opCount(s.LookupTransfers),
+		"get_account_transfers": opCount(s.GetAccountTransfers),
+		"query_accounts":        opCount(s.QueryAccounts),
+	}
 }
 
 func engineOps(s embedded.Stats) map[string]opCount {

@@ -26,7 +26,14 @@ import (
 )
 
 type config struct {
-	Quick       bool          `json:"quick"`
+	Quick bool `json:"quick"`
+	// Sustained cells last longer than the window, so that units expire
+	// and come back during a cell (see README-section.md).
+	Sustained bool `json:"sustained"`
+	// WindowCheck times every decision and checks, for the sliding
+	// window contenders, that no key admitted more than its bound in any
+	// window (see checkWindows).
+	WindowCheck bool          `json:"window_check"`
 	Decisions   int64         `json:"decisions_per_cell"`
 	MaxTime     time.Duration `json:"-"`
 	MaxTimeSec  float64       `json:"max_time_per_cell_s"`
@@ -92,17 +99,21 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	quick := fs.Bool("quick", false, "short cells (200,000 decisions or 2s each, one round) for a smoke run")
-	decisions := fs.Int64("decisions", 0, "decisions per cell (default 1,000,000; 200,000 with -quick)")
+	quick := fs.Bool("quick", false, "short cells (200,000 decisions or 2s each, one round; 3s with -sustained) for a smoke run")
+	sustained := fs.Bool("sustained", false, "cells longer than the window: -window 2s, cells of 5s (3s with -quick) bound by time only,\n"+
+		"-hot-limit 1000, -zipf-limit 20 and -window-check unless given; writes sustained.{txt,json,png} instead of bench.*")
+	windowCheck := fs.Bool("window-check", false, "time every decision and check that no key of a sliding window contender admitted more\n"+
+		"than its limit in any window (default: on with -sustained)")
+	decisions := fs.Int64("decisions", 0, "decisions per cell (default 1,000,000; 200,000 with -quick; unbounded with -sustained)")
 	maxTime := fs.Duration("max-time", 0, "time cap per cell for slow contenders (default 5s; 2s with -quick)")
 	rounds := fs.Int("rounds", 0, "rounds: each cell runs this many times, contenders interleaved, and the median is kept (default 3; 1 with -quick)")
 	callers := fs.String("callers", "1,16,256", "numbers of calling goroutines, comma-separated")
 	workloads := fs.String("workloads", "hot,zipf", "workloads: hot (one user), zipf (many users)")
 	fs.IntVar(&cfg.Users, "users", 100_000, "users of the zipf workload")
 	fs.Float64Var(&cfg.ZipfS, "zipf-s", 1.1, "Zipf exponent (> 1) of the zipf workload")
-	fs.Uint64Var(&cfg.HotLimit, "hot-limit", 10_000, "limit per window of the hot user")
-	fs.Uint64Var(&cfg.ZipfLimit, "zipf-limit", 10_000, "limit per window of each zipf user")
-	fs.DurationVar(&cfg.Window, "window", time.Minute, "window of the limits (whole seconds); longer than a cell makes tblimit's expected count exact")
+	fs.Uint64Var(&cfg.HotLimit, "hot-limit", 10_000, "limit per window of the hot user (1,000 with -sustained)")
+	fs.Uint64Var(&cfg.ZipfLimit, "zipf-limit", 10_000, "limit per window of each zipf user (20 with -sustained)")
+	fs.DurationVar(&cfg.Window, "window", time.Minute, "window of the limits (whole seconds; 2s with -sustained); longer than a cell makes tblimit's expected count exact")
 	fs.Int64Var(&cfg.Sample, "sample", 8, "time one decision in this many for the latency percentiles")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the zipf key sequence")
 	fs.StringVar(&cfg.Redis, "redis", "", "address of the Redis for redis_rate (host:port); empty: the row is not run")
@@ -110,9 +121,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.RedisPool, "redis-pool", 0, "go-redis pool size: 0 go-redis's default (10 per CPU), -1 one connection per caller")
 	fs.StringVar(&cfg.Rev, "rev", "", "the tblimit revision measured, for the report (scripts/bench.sh passes git describe)")
 	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all)")
-	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json and bench.png")
+	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json, bench.png and bench-transfers.png (sustained.* with -sustained)")
 	fs.StringVar(&cfg.TBDir, "tb-dir", os.TempDir(), "directory for the real server's data file (about 1.1 GB; needs Direct I/O)")
-	fs.StringVar(&cfg.Render, "render", "", "measure nothing: render bench.txt, bench.json and bench.png again from this bench.json")
+	fs.StringVar(&cfg.Render, "render", "", "measure nothing: render the text, JSON and charts again from this bench.json (or sustained.json)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of each cell's timed part to PREFIX-<workload>-<callers>-<contender>.pprof")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -120,10 +131,31 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg.Quick = *quick
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg.Quick, cfg.Sustained = *quick, *sustained
 	cfg.Decisions, cfg.MaxTime, cfg.Rounds = 1_000_000, 5*time.Second, 3
 	if cfg.Quick {
 		cfg.Decisions, cfg.MaxTime, cfg.Rounds = 200_000, 2*time.Second, 1
+	}
+	cfg.WindowCheck = *windowCheck
+	if cfg.Sustained {
+		// Bound by time only: every cell lasts MaxTime, more than a window.
+		cfg.Decisions, cfg.MaxTime = 1<<62, 5*time.Second
+		if cfg.Quick {
+			cfg.MaxTime = 3 * time.Second
+		}
+		defaults := map[string]func(){
+			"window":       func() { cfg.Window = 2 * time.Second },
+			"hot-limit":    func() { cfg.HotLimit = 1000 },
+			"zipf-limit":   func() { cfg.ZipfLimit = 20 },
+			"window-check": func() { cfg.WindowCheck = true },
+		}
+		for name, f := range defaults {
+			if !set[name] {
+				f()
+			}
+		}
 	}
 	if *rounds > 0 {
 		cfg.Rounds = *rounds
@@ -167,6 +199,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-rounds %d: want at least 1", cfg.Rounds)
 	case cfg.Sample < 1:
 		return nil, fmt.Errorf("-sample %d: want at least 1", cfg.Sample)
+	case cfg.Sustained && cfg.MaxTime <= cfg.Window:
+		return nil, fmt.Errorf("-sustained: cells of %v are not longer than the window %v", cfg.MaxTime, cfg.Window)
 	}
 	return cfg, nil
 }
@@ -201,10 +235,12 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 			}
 		}
 	}()
+	leased := tblimitEmbedded("tblimit/embedded+leases", slidingBound, withLeases())
+	leased.leaseLifetime = leaseLifetime
 	all := []*contender{
 		tblimitEmbedded("tblimit/embedded", slidingLog),
 		tblimitEmbedded("tblimit/embedded+coalesce", slidingLog, ledger.WithCoalescing(0)),
-		tblimitEmbedded("tblimit/embedded+leases", slidingBound, ledger.WithLeases(ledger.Leases{})),
+		leased,
 		rawEngine(),
 	}
 	all = append(all, real...)
@@ -230,6 +266,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	id := 0
+	var sharedEnd time.Time // when the last cell on the real server ended
 	for _, wname := range cfg.Workloads {
 		var w *workload
 		if wname == "hot" {
@@ -248,8 +285,19 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 						return nil, fmt.Errorf("interrupted: %w", err)
 					}
 					id++
+					c := contenders[k]
+					if c.shared && c.notRun == "" && cfg.MaxTime >= cfg.Window && !sharedEnd.IsZero() {
+						// Let the previous cell's transfers expire first: the
+						// server's expiry work is part of the cell that causes it.
+						if err := sleep(ctx, time.Until(sharedEnd.Add(cfg.Window+200*time.Millisecond))); err != nil {
+							return nil, fmt.Errorf("interrupted: %w", err)
+						}
+					}
 					cl := cell{id: id, w: w, callers: callers, window: cfg.Window, keys: keys}
-					r := measure(ctx, cfg, contenders[k], cl, log)
+					r := measure(ctx, cfg, c, cl, log)
+					if c.shared {
+						sharedEnd = time.Now()
+					}
 					runs[k] = append(runs[k], r)
 					if r.NotRun == "" || round == 0 {
 						fmt.Fprintf(log, "[%d/%d] %s\n", round+1, cfg.Rounds, r.progress())
@@ -267,6 +315,21 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	}
 	rep.Meta.Redis = redisVersion(cfg.Redis, rep.Meta.Redis)
 	return rep, nil
+}
+
+// sleep waits for d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // median returns the run with the median decisions/s (the lower middle one
@@ -304,19 +367,38 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 			inst.close()
 		}
 	}()
-	var before map[string]opCount
+	var before, clientBefore map[string]opCount
 	if inst.ops != nil {
 		before = inst.ops()
 	}
+	if inst.clientOps != nil {
+		clientBefore = inst.clientOps()
+	}
+	// The window check needs every admission's time; every contender's
+	// decisions are timed then, so that all pay the same clock reads.
+	opts := driveOpts{callers: cl.callers, n: cfg.Decisions, maxTime: cfg.MaxTime, sample: cfg.Sample,
+		timeAll: cfg.WindowCheck, record: cfg.WindowCheck && c.semantics != bucket}
 	runtime.GC()
 	m0 := mallocs()
 	stopProfile := startProfile(cfg.CPUProfile, cl, c, log)
-	ws, elapsed, capped := drive(ctx, cl.callers, cfg.Decisions, cfg.MaxTime, cfg.Sample, cl.w.key, inst.allow)
+	ws, elapsed, capped := drive(ctx, opts, cl.w.key, inst.allow)
 	stopProfile()
 	m1 := mallocs()
 	r.fill(c, cl, ws, elapsed, capped, m1-m0)
 	if inst.ops != nil {
 		r.setOps(before, inst.ops(), c.inProcess)
+	}
+	if inst.clientOps != nil {
+		r.ClientOps = diffOps(clientBefore, inst.clientOps())
+	}
+	r.setCost()
+	if opts.record {
+		r.Windows = checkWindows(ws, c.windowBounds(cl.w.limit, cl.window))
+		for _, wr := range r.Windows {
+			if wr.Check == "OVER" {
+				r.Check = "OVER"
+			}
+		}
 	}
 	return r
 }

@@ -82,17 +82,37 @@ type worker struct {
 	firstErr                 error
 	spans                    []span
 	lat                      hist
+	adms                     []admission // with driveOpts.record
+}
+
+// admission is one admitted decision: its key, and when the call began and
+// returned, in ns since the cell's epoch (monotonic clock). The limiter
+// admitted it at some instant in [start, end].
+type admission struct {
+	key        int32
+	start, end int64
 }
 
 // chunk is how many decisions a worker claims at a time from the shared
 // counter: one atomic add per chunk keeps the counter off the hot path.
 const chunk = 16
 
-// drive runs a cell: callers goroutines make decisions number 0..n-1 of the
-// key sequence keys (decision i is for key keys(i)) until all are made, or
-// maxTime has passed, or ctx is done. One decision in sample is timed.
-func drive(ctx context.Context, callers int, n int64, maxTime time.Duration, sample int64,
-	keys func(i int64) int, allow func(ctx context.Context, key int) (bool, error)) (ws []*worker, elapsed time.Duration, capped bool) {
+// driveOpts says how to drive a cell.
+type driveOpts struct {
+	callers int           // calling goroutines
+	n       int64         // decisions
+	maxTime time.Duration // time cap
+	sample  int64         // one decision in sample goes into the latency histogram
+	timeAll bool          // read the clock around every decision, not only the sampled ones
+	record  bool          // with timeAll: keep every admission in worker.adms
+}
+
+// drive runs a cell: o.callers goroutines make decisions number 0..o.n-1
+// of the key sequence keys (decision i is for key keys(i)) until all are
+// made, or o.maxTime has passed, or ctx is done.
+func drive(ctx context.Context, o driveOpts, keys func(i int64) int,
+	allow func(ctx context.Context, key int) (bool, error)) (ws []*worker, elapsed time.Duration, capped bool) {
+	callers, n, sample := o.callers, o.n, o.sample
 	var next atomic.Int64
 	var stop atomic.Bool
 	ws = make([]*worker, callers)
@@ -118,7 +138,18 @@ func drive(ctx context.Context, callers int, n int64, maxTime time.Duration, sam
 				i := start
 				for ; i < end && !stop.Load(); i++ {
 					k := keys(i)
-					if i%sample == 0 {
+					if o.timeAll {
+						t0 := time.Since(epoch)
+						ok, err := allow(ctx, k)
+						t1 := time.Since(epoch)
+						if i%sample == 0 {
+							w.lat.record(t1 - t0)
+						}
+						w.count(ok, err)
+						if ok && err == nil && o.record {
+							w.adms = append(w.adms, admission{int32(k), int64(t0), int64(t1)})
+						}
+					} else if i%sample == 0 {
 						t0 := time.Since(epoch)
 						ok, err := allow(ctx, k)
 						w.lat.record(time.Since(epoch) - t0)
@@ -135,7 +166,7 @@ func drive(ctx context.Context, callers int, n int64, maxTime time.Duration, sam
 	}
 	ready.Wait()
 	t0 := time.Now()
-	timer := time.AfterFunc(maxTime, func() { stop.Store(true) })
+	timer := time.AfterFunc(o.maxTime, func() { stop.Store(true) })
 	cancelWatch := context.AfterFunc(ctx, func() { stop.Store(true) })
 	close(startGun)
 	done.Wait()

@@ -71,9 +71,11 @@ func (s *server) client() (*countingClient, error) {
 // batches their concurrent calls), and a new ledger per cell.
 // The returned function closes their clients.
 func realContenders(srv func() (*server, error), notRun string) ([]*contender, func()) {
-	tbl := &contender{name: "tblimit/tigerbeetle", semantics: slidingLog, notRun: notRun}
-	tblc := &contender{name: "tblimit/tigerbeetle+coalesce", semantics: slidingLog, notRun: notRun}
-	raw := &contender{name: "raw client/tigerbeetle", semantics: slidingLog, notRun: notRun}
+	tbl := &contender{name: "tblimit/tigerbeetle", semantics: slidingLog, notRun: notRun, shared: true}
+	tblc := &contender{name: "tblimit/tigerbeetle+coalesce", semantics: slidingLog, notRun: notRun, shared: true}
+	tbll := &contender{name: "tblimit/tigerbeetle+leases", semantics: slidingBound, notRun: notRun, shared: true,
+		leaseLifetime: leaseLifetime}
+	raw := &contender{name: "raw client/tigerbeetle", semantics: slidingLog, notRun: notRun, shared: true}
 	var mu sync.Mutex
 	clients := map[string]*countingClient{}
 	get := func(name string) (*countingClient, error) {
@@ -110,6 +112,7 @@ func realContenders(srv func() (*server, error), notRun string) ([]*contender, f
 	}
 	tbl.setup = tblimitOn(tbl.name, 0)
 	tblc.setup = tblimitOn(tblc.name, 2, ledger.WithCoalescing(0))
+	tbll.setup = tblimitOn(tbll.name, 3, withLeases())
 	raw.setup = func(ctx context.Context, c cell) (*instance, error) {
 		tc, err := get(raw.name)
 		if err != nil {
@@ -129,7 +132,7 @@ func realContenders(srv func() (*server, error), notRun string) ([]*contender, f
 			c.Close()
 		}
 	}
-	return []*contender{tbl, tblc, raw}, closeAll
+	return []*contender{tbl, tblc, tbll, raw}, closeAll
 }
 
 // cellLedger gives each cell and contender its own ledger on the shared server.

@@ -80,7 +80,8 @@ const (
 	// slidingBound: tblimit with leases: every unit of a lease returns one
 	// window after the lease was taken, so within a cell shorter than the
 	// window each key admits at most min(attempts, limit) (a lease may hold
-	// back units at the end of the cell).
+	// back units at the end of the cell); over longer cells, at most limit
+	// in any interval of window − τ (see contender.windowBounds).
 	slidingBound
 	// bucket: a token bucket (x/time/rate) or GCRA (redis_rate) with burst
 	// = limit and rate = limit per window, starting full: each key admits
@@ -125,9 +126,12 @@ func expect(s semantics, attempts []uint64, limit uint64, elapsed, window time.D
 			e.Value += min(a, limit)
 		}
 	case s == slidingLog || s == slidingBound:
-		// Longer than a window: units came back during the cell.
+		// Longer than a window: units came back during the cell. Units
+		// taken at t return at t + window, so a key can take its limit at
+		// 0, window, 2*window, ... within the cell: limit*(elapsed/window + 1).
+		// With leases, every leased unit is such a unit.
 		e.Kind = "at most"
-		windows := uint64((elapsed + window - 1) / window)
+		windows := uint64(elapsed/window) + 1
 		for _, a := range attempts {
 			e.Value += min(a, limit*windows)
 		}

@@ -6,11 +6,7 @@ import "time"
 // stamped with (never before a timestamp already issued). Package ledger
 // reads it to tell how long ago a cluster timestamp was.
 func (e *Engine) Now() time.Time {
-	now := e.now()
-	e.mu.Lock()
-	last := e.last
-	e.mu.Unlock()
-	return time.Unix(0, int64(max(now, last)))
+	return time.Unix(0, int64(max(e.now(), e.issued.Load())))
 }
 
 // InProcess reports that calls to the engine never wait for a network: they

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -28,7 +29,8 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	last   uint64 // the latest cluster timestamp issued
+	last   uint64        // the latest cluster timestamp issued
+	issued atomic.Uint64 // last, readable without the lock
 	st     *state
 	stats  Stats
 }
@@ -115,6 +117,7 @@ func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) 
 	}
 	base = max(e.last+1, now)
 	e.last = base + uint64(n)
+	e.issued.Store(e.last)
 	return base, nil
 }
 
