@@ -115,7 +115,7 @@ func TestDriveCountsEveryDecisionOnce(t *testing.T) {
 		seen[k].Add(1)
 		return k%2 == 0, nil
 	}
-	ws, _, capped := drive(context.Background(), 7, n, time.Minute, 3, keys, allow)
+	ws, _, capped := drive(context.Background(), driveOpts{callers: 7, n: n, maxTime: time.Minute, sample: 3}, keys, allow)
 	if capped {
 		t.Fatal("capped, want all decisions made")
 	}
@@ -144,7 +144,8 @@ func TestDriveCountsEveryDecisionOnce(t *testing.T) {
 
 func TestDriveStopsAtMaxTime(t *testing.T) {
 	allow := func(context.Context, int) (bool, error) { time.Sleep(time.Millisecond); return true, nil }
-	ws, elapsed, capped := drive(context.Background(), 4, 1<<40, 50*time.Millisecond, 1, func(int64) int { return 0 }, allow)
+	ws, elapsed, capped := drive(context.Background(), driveOpts{callers: 4, n: 1 << 40, maxTime: 50 * time.Millisecond, sample: 1},
+		func(int64) int { return 0 }, allow)
 	if !capped || elapsed > 2*time.Second {
 		t.Fatalf("capped, elapsed = %v, %v, want true, about 50ms", capped, elapsed)
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"image/color"
 	"math"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -28,6 +32,7 @@ var styles = map[string]struct {
 	"raw engine":                   {color.RGBA{0xff, 0x7f, 0x0e, 0xff}, draw.TriangleGlyph{}, false, true},
 	"tblimit/tigerbeetle":          {color.RGBA{0x94, 0x67, 0xbd, 0xff}, draw.CircleGlyph{}, true, false},
 	"tblimit/tigerbeetle+coalesce": {color.RGBA{0x17, 0xbe, 0xcf, 0xff}, draw.PyramidGlyph{}, true, false},
+	"tblimit/tigerbeetle+leases":   {color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, draw.RingGlyph{}, true, false},
 	"raw client/tigerbeetle":       {color.RGBA{0x8c, 0x56, 0x4b, 0xff}, draw.TriangleGlyph{}, false, true},
 	"redis_rate":                   {color.RGBA{0x1f, 0x77, 0xb4, 0xff}, draw.SquareGlyph{}, false, false},
 	"x/time/rate":                  {color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, draw.CrossGlyph{}, false, false},
@@ -36,44 +41,75 @@ var styles = map[string]struct {
 // chart draws decisions/s by callers, one line per contender, one panel per
 // workload, on log scales, and writes it as a PNG.
 func (rep *report) chart(path string) error {
-	workloads := rep.Meta.Config.Workloads
-	lo, hi := math.Inf(1), 0.0
-	for _, r := range rep.Results {
-		if r.ran() && r.DecisionsPerSec > 0 {
-			lo, hi = min(lo, r.DecisionsPerSec), max(hi, r.DecisionsPerSec)
+	return rep.lineChart(path, "decisions per second", rep.order,
+		func(r *result) float64 { return r.DecisionsPerSec }, false)
+}
+
+// transfersChart draws the transfers per admitted decision (tr/adm) of
+// tblimit's modes and the raw rows by callers, one panel per workload.
+func (rep *report) transfersChart(path string) error {
+	var names []string
+	for _, n := range rep.order {
+		if strings.HasPrefix(n, "tblimit/") || strings.HasPrefix(n, "raw ") {
+			names = append(names, n)
 		}
 	}
-	if hi == 0 {
-		lo, hi = 1, 10
+	return rep.lineChart(path, "transfers per admitted decision", names, func(r *result) float64 {
+		if c := r.cost(); c != nil {
+			return c.TransfersPerAdmitted
+		}
+		return 0
+	}, true)
+}
+
+// lineChart draws value by callers for the contenders names, one line each,
+// one panel per workload, on log scales, and writes it as a PNG. The legend
+// goes in a decade of room above the lines (legendTop) or below them.
+func (rep *report) lineChart(path, ylabel string, names []string, value func(*result) float64, legendTop bool) error {
+	cfg := rep.Meta.Config
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range rep.Results {
+		if v := value(r); r.ran() && v > 0 && slices.Contains(names, r.Contender) {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	if hi == 0 { // nothing to draw: no stale chart either
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
 	var plots []*plot.Plot
-	for _, wl := range workloads {
+	for _, wl := range cfg.Workloads {
 		p := plot.New()
 		p.Title.Text = map[string]string{
-			"hot":  fmt.Sprintf("one hot user (limit %s per window)", thousands(float64(rep.Meta.Config.HotLimit))),
-			"zipf": fmt.Sprintf("%s users, Zipf s=%.2g (limit %s each)", thousands(float64(rep.Meta.Config.Users)), rep.Meta.Config.ZipfS, thousands(float64(rep.Meta.Config.ZipfLimit))),
+			"hot":  fmt.Sprintf("one hot user (limit %s per %v)", thousands(float64(cfg.HotLimit)), cfg.Window),
+			"zipf": fmt.Sprintf("%s users, Zipf s=%.2g (limit %s per %v each)", thousands(float64(cfg.Users)), cfg.ZipfS, thousands(float64(cfg.ZipfLimit)), cfg.Window),
 		}[wl]
 		p.Title.TextStyle.Font.Size = vg.Points(13)
 		p.X.Label.Text = "concurrent callers"
-		p.Y.Label.Text = "decisions per second"
+		p.Y.Label.Text = ylabel
 		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 		var ticks []plot.Tick
-		for _, c := range rep.Meta.Config.Callers {
+		for _, c := range cfg.Callers {
 			ticks = append(ticks, plot.Tick{Value: float64(c), Label: strconv.Itoa(c)})
 		}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		p.Y.Tick.Marker = decadeTicks{}
-		p.X.Min, p.X.Max = float64(minInt(rep.Meta.Config.Callers))/1.5, float64(maxInt(rep.Meta.Config.Callers))*1.5
-		// A decade of room below the lowest line for the legend.
+		p.X.Min, p.X.Max = float64(minInt(cfg.Callers))/1.5, float64(maxInt(cfg.Callers))*1.5
+		// A decade of room for the legend.
 		p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))-1), math.Pow(10, math.Ceil(math.Log10(hi)))
+		if legendTop {
+			p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi))+1)
+		}
 		p.Add(plotter.NewGrid())
-		p.Legend.Top, p.Legend.Left = false, true
+		p.Legend.Top, p.Legend.Left = legendTop, true
 		p.Legend.TextStyle.Font.Size = vg.Points(10)
-		for _, name := range rep.order {
+		for _, name := range names {
 			var xys plotter.XYs
 			for _, r := range rep.Results {
-				if r.Workload == wl && r.Contender == name && r.ran() && r.DecisionsPerSec > 0 {
-					xys = append(xys, plotter.XY{X: float64(r.Callers), Y: r.DecisionsPerSec})
+				if v := value(r); r.Workload == wl && r.Contender == name && r.ran() && v > 0 {
+					xys = append(xys, plotter.XY{X: float64(r.Callers), Y: v})
 				}
 			}
 			if len(xys) == 0 {

@@ -62,6 +62,29 @@ type result struct {
 	EventsPerRequest float64 `json:"create_transfers_events_per_request,omitempty"`
 	// RequestsPerDecision counts requests (or calls) of every operation.
 	RequestsPerDecision float64 `json:"requests_per_decision,omitempty"`
+	// ClientOps are the calls the row's ledger.Client made during the timed
+	// part (its Stats): what tblimit sent, whatever the engine.
+	ClientOps map[string]opCount `json:"client_ops,omitempty"`
+	// Cost is what the cell sent to TigerBeetle per admitted decision, by
+	// source: Ops ("engine" or "client calls") first, then ClientOps
+	// ("ledger.Client"). The last one is the one shown and compared: the
+	// engine-independent count where there is one.
+	Cost []cost `json:"cost_per_admitted,omitempty"`
+	// Windows are the per-window bounds checked on the admissions
+	// (-window-check): at most the limit in any window.
+	Windows []windowResult `json:"window_checks,omitempty"`
+}
+
+// cost is the TigerBeetle events a cell's decisions sent (or an engine
+// received), per admitted decision.
+type cost struct {
+	Source string `json:"source"`
+	// Transfers is the create_transfers events; Events, the events of
+	// every operation (accounts, transfers, IDs and filters).
+	Transfers            uint64  `json:"transfers"`
+	Events               uint64  `json:"events"`
+	TransfersPerAdmitted float64 `json:"transfers_per_admitted"`
+	EventsPerAdmitted    float64 `json:"events_per_admitted"`
 }
 
 type latency struct {
@@ -110,15 +133,22 @@ func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration
 	}
 }
 
-func (r *result) setOps(before, after map[string]opCount, engine bool) {
-	r.Ops = map[string]opCount{}
-	var reqs uint64
+// diffOps returns after - before for the operations that were used.
+func diffOps(before, after map[string]opCount) map[string]opCount {
+	d := map[string]opCount{}
 	for k, a := range after {
-		d := a.sub(before[k])
-		if d.Requests > 0 {
-			r.Ops[k] = d
-			reqs += d.Requests
+		if o := a.sub(before[k]); o.Requests > 0 {
+			d[k] = o
 		}
+	}
+	return d
+}
+
+func (r *result) setOps(before, after map[string]opCount, engine bool) {
+	r.Ops = diffOps(before, after)
+	var reqs uint64
+	for _, o := range r.Ops {
+		reqs += o.Requests
 	}
 	r.OpsSource = "engine"
 	if !engine {
@@ -130,6 +160,33 @@ func (r *result) setOps(before, after map[string]opCount, engine bool) {
 	if r.Decisions > 0 {
 		r.RequestsPerDecision = float64(reqs) / float64(r.Decisions)
 	}
+}
+
+// setCost computes Cost from Ops and ClientOps.
+func (r *result) setCost() {
+	r.Cost = nil
+	add := func(source string, ops map[string]opCount) {
+		if ops == nil || r.Admitted == 0 {
+			return
+		}
+		c := cost{Source: source, Transfers: ops["create_transfers"].Events}
+		for _, o := range ops {
+			c.Events += o.Events
+		}
+		c.TransfersPerAdmitted = float64(c.Transfers) / float64(r.Admitted)
+		c.EventsPerAdmitted = float64(c.Events) / float64(r.Admitted)
+		r.Cost = append(r.Cost, c)
+	}
+	add(r.OpsSource, r.Ops)
+	add("ledger.Client", r.ClientOps)
+}
+
+// cost returns the cost to show and compare (see result.Cost), or nil.
+func (r *result) cost() *cost {
+	if !r.ran() || len(r.Cost) == 0 {
+		return nil
+	}
+	return &r.Cost[len(r.Cost)-1]
 }
 
 func (r *result) ran() bool { return r.NotRun == "" && r.Failed == "" }
@@ -164,6 +221,43 @@ type target struct {
 	Met string `json:"met"`
 }
 
+// costRatio compares the transfers per admitted decision of tblimit's modes
+// on one engine, workload and number of callers (issue 6: "far fewer
+// TigerBeetle transfers per decision").
+type costRatio struct {
+	Engine   string `json:"engine"` // "embedded" or "tigerbeetle"
+	Workload string `json:"workload"`
+	Callers  int    `json:"callers"`
+	Source   string `json:"source"` // where the plain row's count comes from (see result.Cost)
+	// Transfers per admitted decision of the plain recipe (tblimit/<engine>),
+	// exact coalescing (+coalesce), leases (+leases) and the raw row (one
+	// pending transfer per decision, denials included), 0 if not run.
+	Plain float64 `json:"plain"`
+	Exact float64 `json:"exact"`
+	Lease float64 `json:"lease"`
+	Raw   float64 `json:"raw"`
+	// ExactRatio and LeaseRatio are Exact/Plain and Lease/Plain; the
+	// targets are the issue's thresholds (0: none), Met "met", "missed"
+	// or "" (no threshold, or not run).
+	ExactRatio  float64 `json:"exact_over_plain"`
+	LeaseRatio  float64 `json:"lease_over_plain"`
+	ExactTarget float64 `json:"exact_target,omitempty"`
+	LeaseTarget float64 `json:"lease_target,omitempty"`
+	ExactMet    string  `json:"exact_met,omitempty"`
+	LeaseMet    string  `json:"lease_met,omitempty"`
+	// Acceptance: this cell is one the issue's acceptance names (256 callers).
+	Acceptance bool `json:"acceptance"`
+}
+
+// The issue's thresholds on transfers per admitted decision, relative to
+// the plain recipe, at acceptanceCallers callers.
+const (
+	zipfExactTarget   = 1.0 / 5
+	zipfLeaseTarget   = 1.0 / 20
+	hotLeaseTarget    = 1.0 / 100
+	acceptanceCallers = 256
+)
+
 type meta struct {
 	Date        string  `json:"date"`
 	Go          string  `json:"go"`
@@ -181,6 +275,8 @@ type report struct {
 	Results []*result `json:"results"`
 	Ratios  []ratio   `json:"ratios"`
 	Targets []target  `json:"targets"`
+	// Issue6 compares tblimit's modes by transfers per admitted decision.
+	Issue6 []costRatio `json:"issue6_transfers_per_admitted"`
 
 	order []string // contender names in run order
 }
@@ -285,6 +381,70 @@ func (rep *report) finish() {
 	}
 	rep.Targets = append(rep.Targets, target{"tblimit ahead of redis_rate at 256 callers",
 		strings.Join(parts, ", "), verdict(ran, met)})
+
+	rep.issue6()
+}
+
+// issue6 compares the transfers per admitted decision of exact coalescing
+// and leases with the plain recipe's, and checks the issue's thresholds.
+func (rep *report) issue6() {
+	rep.Issue6 = nil
+	engines := []struct{ name, raw string }{{"embedded", "raw engine"}, {"tigerbeetle", "raw client/tigerbeetle"}}
+	for _, e := range engines {
+		plainName := "tblimit/" + e.name
+		parts := map[bool][]string{}
+		met, ran := true, false
+		for _, p := range rep.Results {
+			pc := p.cost()
+			if p.Contender != plainName || pc == nil || pc.TransfersPerAdmitted == 0 {
+				continue
+			}
+			cr := costRatio{Engine: e.name, Workload: p.Workload, Callers: p.Callers, Source: pc.Source,
+				Plain: pc.TransfersPerAdmitted, Acceptance: p.Callers == acceptanceCallers}
+			get := func(name string) float64 {
+				if r := rep.find(p.Workload, p.Callers, name); r != nil && r.cost() != nil {
+					return r.cost().TransfersPerAdmitted
+				}
+				return 0
+			}
+			cr.Exact, cr.Lease, cr.Raw = get(plainName+"+coalesce"), get(plainName+"+leases"), get(e.raw)
+			cr.ExactRatio, cr.LeaseRatio = cr.Exact/cr.Plain, cr.Lease/cr.Plain
+			switch p.Workload {
+			case "zipf":
+				cr.ExactTarget, cr.LeaseTarget = zipfExactTarget, zipfLeaseTarget
+			case "hot":
+				cr.LeaseTarget = hotLeaseTarget
+			}
+			judge := func(v, t float64, what string) string {
+				if t == 0 || v == 0 {
+					return ""
+				}
+				m := verdict(true, v <= t)
+				if cr.Acceptance {
+					ran = true
+					met = met && v <= t
+					parts[v <= t] = append(parts[v <= t], fmt.Sprintf("%s %s %s/plain %.3g (≤ %s)",
+						p.Workload, what, what, v, fraction(t)))
+				}
+				return m
+			}
+			cr.ExactMet = judge(cr.ExactRatio, cr.ExactTarget, "exact")
+			cr.LeaseMet = judge(cr.LeaseRatio, cr.LeaseTarget, "lease")
+			rep.Issue6 = append(rep.Issue6, cr)
+		}
+		result := strings.Join(append(parts[false], parts[true]...), ", ")
+		rep.Targets = append(rep.Targets, target{fmt.Sprintf("issue 6, %s, %d callers: transfers per admitted decision "+
+			"at most 1/5 (exact) and 1/20 (leases) of the plain recipe's on zipf, 1/100 (leases) on the hot user",
+			e.name, acceptanceCallers), result, verdict(ran, met)})
+	}
+}
+
+// fraction writes a threshold such as 0.2 as "1/5".
+func fraction(t float64) string {
+	if t > 0 && t < 1 {
+		return fmt.Sprintf("1/%.0f", 1/t)
+	}
+	return fmt.Sprintf("%.3g", t)
 }
 
 func verdict(ran, met bool) string {
@@ -323,31 +483,46 @@ func loadReport(path string) (*report, error) {
 	return rep, nil
 }
 
-// write writes bench.txt, bench.json and bench.png into dir and the table to out.
+// name is the base name of the report's files: "bench", or "sustained"
+// for a -sustained run.
+func (rep *report) name() string {
+	if rep.Meta.Config.Sustained {
+		return "sustained"
+	}
+	return "bench"
+}
+
+// write writes NAME.txt, NAME.json, NAME.png (decisions/s) and
+// NAME-transfers.png (transfers per admitted decision) into dir, NAME being
+// rep.name(), and the text to out.
 func (rep *report) write(dir string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	base := filepath.Join(dir, rep.name())
 	var txt bytes.Buffer
 	rep.text(&txt)
-	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), txt.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(base+".txt", txt.Bytes(), 0o644); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bench.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := rep.chart(filepath.Join(dir, "bench.png")); err != nil {
+	if err := rep.chart(base + ".png"); err != nil {
 		return fmt.Errorf("chart: %w", err)
+	}
+	if err := rep.transfersChart(base + "-transfers.png"); err != nil {
+		return fmt.Errorf("transfers chart: %w", err)
 	}
 	_, err = out.Write(txt.Bytes())
 	return err
 }
 
-// text writes the table, the notes and the targets.
+// text writes the table, the notes, the issue 6 summary and the targets.
 func (rep *report) text(w io.Writer) {
 	m, cfg := rep.Meta, rep.Meta.Config
 	rev := ""
@@ -356,16 +531,27 @@ func (rep *report) text(w io.Writer) {
 	}
 	fmt.Fprintf(w, "tblimit%s bench, %s: %s, %d CPUs (GOMAXPROCS %d), %s, %s\n", rev, m.Date, m.OS, m.CPUs, m.GOMAXPROCS, m.CPU, m.Go)
 	fmt.Fprintf(w, "redis: %s; tigerbeetle: %s\n", m.Redis, m.TigerBeetle)
-	fmt.Fprintf(w, "cells: %s decisions or %v each, median of %d rounds; window %v; hot: 1 user, limit %d; zipf: %d users (s=%.2g), limit %d each\n\n",
-		thousands(float64(cfg.Decisions)), cfg.MaxTime, cfg.Rounds, cfg.Window, cfg.HotLimit, cfg.Users, cfg.ZipfS, cfg.ZipfLimit)
+	if cfg.Sustained {
+		fmt.Fprintf(w, "sustained: cells of %v each (%.3g windows), median of %d rounds; window %v; hot: 1 user, limit %d; zipf: %d users (s=%.2g), limit %d each\n\n",
+			cfg.MaxTime, cfg.MaxTime.Seconds()/cfg.Window.Seconds(), cfg.Rounds, cfg.Window, cfg.HotLimit, cfg.Users, cfg.ZipfS, cfg.ZipfLimit)
+	} else {
+		fmt.Fprintf(w, "cells: %s decisions or %v each, median of %d rounds; window %v; hot: 1 user, limit %d; zipf: %d users (s=%.2g), limit %d each\n\n",
+			thousands(float64(cfg.Decisions)), cfg.MaxTime, cfg.Rounds, cfg.Window, cfg.HotLimit, cfg.Users, cfg.ZipfS, cfg.ZipfLimit)
+	}
 
+	windows := slices.ContainsFunc(rep.Results, func(r *result) bool { return len(r.Windows) > 0 })
+	cols := []string{"workload", "callers", "contender", "decisions/s", "p50", "p99", "allocs/dec", "denied", "admitted", "expected", "check"}
+	if windows {
+		cols = append(cols, "max/win")
+	}
+	cols = append(cols, "ev/req", "tr/adm", "ev/adm", "tblimit÷")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tcallers\tcontender\tdecisions/s\tp50\tp99\tallocs/dec\tdenied\tadmitted\texpected\tcheck\tev/req\ttblimit÷\t")
+	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	last := ""
 	for _, r := range rep.Results {
 		key := fmt.Sprintf("%s/%d", r.Workload, r.Callers)
 		if last != "" && key != last {
-			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t\t")
+			fmt.Fprintln(tw, strings.Repeat("\t", len(cols)))
 		}
 		last = key
 		if !r.ran() {
@@ -373,11 +559,11 @@ func (rep *report) text(w io.Writer) {
 			if r.Failed != "" {
 				why = "FAILED: " + r.Failed
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\t\t\t\t\t\t\t\t\t\n", r.Workload, r.Callers, r.Contender, short(why, 72))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", r.Workload, r.Callers, r.Contender, short(why, 72), strings.Repeat("\t", len(cols)-3))
 			continue
 		}
 		dps := thousands(r.DecisionsPerSec)
-		if r.Capped {
+		if r.Capped && !cfg.Sustained {
 			dps += "*"
 		}
 		allocs := fmt.Sprintf("%.1f", r.AllocsPerDecision)
@@ -396,34 +582,122 @@ func (rep *report) text(w io.Writer) {
 		if r.Decisions > 0 {
 			denied = fmt.Sprintf("%.0f%%", 100*float64(r.Denied)/float64(r.Decisions))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Workload, r.Callers, r.Contender, dps, dur(r.Latency.P50), dur(r.Latency.P99), allocs, denied,
-			thousands(float64(r.Admitted)), exp, r.Check, evreq, rep.ratioText(r))
+		trAdm, evAdm := "—", "—"
+		if c := r.cost(); c != nil {
+			trAdm, evAdm = perAdmitted(c.TransfersPerAdmitted), perAdmitted(c.EventsPerAdmitted)
+		}
+		row := []string{r.Workload, fmt.Sprint(r.Callers), r.Contender, dps, dur(r.Latency.P50), dur(r.Latency.P99), allocs, denied,
+			thousands(float64(r.Admitted)), exp, r.Check}
+		if windows {
+			row = append(row, windowText(r.Windows))
+		}
+		row = append(row, evreq, trAdm, evAdm, rep.ratioText(r))
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
 
+	star := " (* = stopped by the time cap)"
+	if cfg.Sustained {
+		star = " (every cell runs for its full time)"
+	}
+	expected := `expected: tblimit and the raw rows keep a sliding window log (every unit returns one window
+  after it was taken): with cells shorter than the window each key admits exactly
+  min(attempts, limit), and "exact" means admitted == expected.`
+	if cfg.MaxTime >= cfg.Window {
+		expected = `expected: tblimit and the raw rows keep a sliding window log (every unit returns one window
+  after it was taken): over a cell of E seconds each key admits at most
+  min(attempts, limit*(floor(E/window)+1)); "ok" means within that bound.`
+	}
 	fmt.Fprintln(w, `
-decisions/s: decisions made / wall time, all callers together (* = stopped by the time cap).
+decisions/s: decisions made / wall time, all callers together`+star+`.
 p50, p99: latency of one decision (one in `+fmt.Sprint(cfg.Sample)+` timed).
 allocs/dec: heap allocations of this process per decision (c = client side only).
 denied: share of the decisions that were denials (tblimit's denials cost more than its admissions).
-expected: tblimit and the raw rows keep a sliding window log (every unit returns one window
-  after it was taken): with cells shorter than the window each key admits exactly
-  min(attempts, limit), and "exact" means admitted == expected. redis_rate (GCRA) and
+`+expected+` redis_rate (GCRA) and
   x/time/rate (token bucket) get burst = limit and rate = limit per window, so each key may
-  admit up to limit + limit*elapsed/window: "ok" means within that bound; OVER would be wrong.
-ev/req: transfers per create_transfers request as the embedded engine counted them.
+  admit up to limit + limit*elapsed/window: "ok" means within that bound; OVER would be wrong.`)
+	if windows {
+		fmt.Fprintln(w, `max/win: the most admissions of one key seen within one window (calls that began and
+  returned inside it; leases: within window − τ, τ = `+leaseLifetime.String()+`) / the limit: the check
+  "at most limit in any window", OVER if exceeded (the rows of a bucket are not checked).
+  Every decision of every row is timed for it (two clock reads).`)
+	}
+	fmt.Fprintln(w, `ev/req: transfers per create_transfers request as the embedded engine counted them.
+tr/adm, ev/adm: TigerBeetle transfers (create_transfers events), and events of every operation,
+  per admitted decision: what the row's ledger.Client sent (its Stats) for tblimit, what the
+  engine received for the raw engine, what the raw client sent on a real server.
 tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
   tblimit/tigerbeetle for the rows on a real server, from tblimit/embedded for the others.`)
+	rep.issue6Text(w)
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "  %-7s %s: %s\n", strings.ToUpper(t.Met), t.Target, orDash(t.Result))
 	}
 }
 
+// issue6Text writes the issue 6 summary: transfers per admitted decision of
+// each mode, and the ratios to the plain recipe with their thresholds.
+func (rep *report) issue6Text(w io.Writer) {
+	if len(rep.Issue6) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nissue 6: transfers per admitted decision, exact coalescing and leases vs the plain recipe")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "engine\tworkload\tcallers\tplain\texact\tlease\traw\texact/plain\ttarget\t\tlease/plain\ttarget\t\t")
+	for _, c := range rep.Issue6 {
+		mark := ""
+		if c.Acceptance {
+			mark = " †"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Engine, c.Workload, c.Callers, mark,
+			perAdmitted(c.Plain), perAdmitted(c.Exact), perAdmitted(c.Lease), perAdmitted(c.Raw),
+			costRatioText(c.ExactRatio, c.Exact), targetText(c.ExactTarget), orDash(c.ExactMet),
+			costRatioText(c.LeaseRatio, c.Lease), targetText(c.LeaseTarget), orDash(c.LeaseMet))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, `plain, exact, lease: tr/adm of tblimit/<engine>, +coalesce and +leases, as their ledger.Client
+  sent them; raw: one pending transfer per decision, denials included (the recipe with no
+  cache at all). † = the cells the acceptance names (256 callers).`)
+}
+
+func perAdmitted(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+func costRatioText(ratio, v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", ratio)
+}
+
+func targetText(t float64) string {
+	if t == 0 {
+		return ""
+	}
+	return "≤ " + fraction(t)
+}
+
+// windowText shows the tightest window check: most seen / bound.
+func windowText(ws []windowResult) string {
+	if len(ws) == 0 {
+		return "—"
+	}
+	best := ws[0]
+	for _, wr := range ws[1:] {
+		if float64(wr.MaxSeen)/float64(wr.Bound) > float64(best.MaxSeen)/float64(best.Bound) {
+			best = wr
+		}
+	}
+	return fmt.Sprintf("%s/%s", thousands(float64(best.MaxSeen)), thousands(float64(best.Bound)))
+}
+
 func (rep *report) ratioText(r *result) string {
 	base := "tblimit/embedded"
-	if strings.HasSuffix(r.Contender, "/tigerbeetle") {
+	if strings.Contains(r.Contender, "/tigerbeetle") {
 		base = "tblimit/tigerbeetle"
 	}
 	b := rep.find(r.Workload, r.Callers, base)

@@ -14,8 +14,9 @@ import (
 // maxDenyCacheRemote (on a cluster). Calls that
 // retry an attempt by its ID always go to the cluster.
 type drainCache struct {
-	m    sync.Map // account ID -> *drained
-	size atomic.Int64
+	n  atomic.Int64 // entries: most calls find none and take no lock
+	mu sync.RWMutex
+	m  map[ID]*drained
 }
 
 // maxDenyCache bounds how long a drained user is remembered, so that a
@@ -42,13 +43,22 @@ type drained struct {
 // deny returns a local denial for amount units of account uid at local time
 // now, if the account is known to be drained.
 func (dc *drainCache) deny(uid ID, amount uint64, now uint64) (Decision, bool) {
-	v, ok := dc.m.Load(uid)
+	if dc.n.Load() == 0 {
+		return Decision{}, false
+	}
+	dc.mu.RLock()
+	dr, ok := dc.m[uid]
+	dc.mu.RUnlock()
 	if !ok {
 		return Decision{}, false
 	}
-	dr := v.(*drained)
 	if now >= dr.until {
-		dc.m.CompareAndDelete(uid, v)
+		dc.mu.Lock()
+		if dc.m[uid] == dr {
+			delete(dc.m, uid)
+			dc.n.Store(int64(len(dc.m)))
+		}
+		dc.mu.Unlock()
 		return Decision{}, false
 	}
 	cluster := uint64(int64(now) + dr.skew)
@@ -78,10 +88,13 @@ func (dc *drainCache) learn(uid ID, limit uint64, flights []flight, resetAt, clu
 		flights: flights,
 		resetAt: resetAt,
 	}
-	if _, loaded := dc.m.Swap(uid, dr); !loaded && dc.size.Add(1) > drainCacheLimit {
-		dc.m.Clear()
-		dc.size.Store(0)
+	dc.mu.Lock()
+	if dc.m == nil || len(dc.m) >= drainCacheLimit {
+		dc.m = make(map[ID]*drained)
 	}
+	dc.m[uid] = dr
+	dc.n.Store(int64(len(dc.m)))
+	dc.mu.Unlock()
 }
 
 // denyCacheBound is how long c may remember a drained user.
@@ -93,4 +106,12 @@ func (c *Client) denyCacheBound() time.Duration {
 }
 
 // forget drops what is known of account uid (its limit changed here).
-func (dc *drainCache) forget(uid ID) { dc.m.Delete(uid) }
+func (dc *drainCache) forget(uid ID) {
+	if dc.n.Load() == 0 {
+		return
+	}
+	dc.mu.Lock()
+	delete(dc.m, uid)
+	dc.n.Store(int64(len(dc.m)))
+	dc.mu.Unlock()
+}

@@ -144,39 +144,87 @@ func derive(role byte, ledger uint32, key string) ID {
 var maxID = ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // OperatorID is the ID of a resource's operator account on ledger.
-func OperatorID(ledger uint32) ID { return cached(roleOperator, ledger, "") }
+func OperatorID(ledger uint32) ID {
+	if m := operators.Load(); m != nil {
+		if id, ok := (*m)[ledger]; ok {
+			return id
+		}
+	}
+	id := derive(roleOperator, ledger, "")
+	operatorsMu.Lock()
+	old := operators.Load()
+	m := make(map[uint32]ID, 1)
+	if old != nil && len(*old) < 1<<12 {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[ledger] = id
+	operators.Store(&m)
+	operatorsMu.Unlock()
+	return id
+}
+
+// operators caches operator IDs by ledger: few ledgers, read on every
+// decision, so a copy-on-write map read without any lock.
+var (
+	operators   atomic.Pointer[map[uint32]ID]
+	operatorsMu sync.Mutex
+)
 
 // UserID is the ID of user key's limit account on ledger.
 func UserID(ledger uint32, key string) ID { return cached(roleUser, ledger, key) }
 
-// idCache remembers derived account IDs: a lock-free map lookup instead of a
-// SHA-256 on every decision. It is emptied when it holds idCacheLimit IDs,
-// which bounds its memory at the cost of hashing again.
+// idCache remembers derived account IDs: a map lookup instead of a SHA-256
+// on every decision. Each shard is emptied when it is full, which bounds
+// its memory (idShards × idShardLimit IDs) at the cost of hashing again.
 type idCacheKey struct {
-	role   byte
 	ledger uint32
+	role   byte
 	key    string
 }
 
-const idCacheLimit = 1 << 18
+type idShard struct {
+	mu sync.RWMutex
+	m  map[idCacheKey]ID
+	_  [40]byte // keep shards on separate cache lines
+}
 
-var (
-	idCache     sync.Map // idCacheKey -> ID
-	idCacheSize atomic.Int64
+const (
+	idShards     = 64
+	idShardLimit = 1 << 12
 )
 
+var idCache [idShards]idShard
+
 func cached(role byte, ledger uint32, key string) ID {
-	k := idCacheKey{role, ledger, key}
-	if id, ok := idCache.Load(k); ok {
-		return id.(ID)
+	k := idCacheKey{ledger, role, key}
+	s := &idCache[shardOf(ledger, key)]
+	s.mu.RLock()
+	id, ok := s.m[k]
+	s.mu.RUnlock()
+	if ok {
+		return id
 	}
-	id := derive(role, ledger, key)
-	if idCacheSize.Add(1) > idCacheLimit {
-		idCache.Clear()
-		idCacheSize.Store(1)
+	id = derive(role, ledger, key)
+	s.mu.Lock()
+	if s.m == nil || len(s.m) >= idShardLimit {
+		s.m = make(map[idCacheKey]ID, 64)
 	}
-	idCache.Store(k, id)
+	s.m[k] = id
+	s.mu.Unlock()
 	return id
+}
+
+// shardOf spreads keys over the shards (FNV-1a; not a security boundary: a
+// crafted key only lands in a busier shard).
+func shardOf(ledger uint32, key string) uint32 {
+	h := uint32(2166136261) ^ ledger
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return h % idShards
 }
 
 // CurrencyOperatorID is the ID of the account that funds users on a currency ledger.
