@@ -149,6 +149,32 @@ func validHold(r Resource, req Request) error {
 	return validAmount(req.Amount)
 }
 
+// hold returns a new pending transfer that takes amount units of r from
+// account uid for one window, with the extra flags given.
+func hold(r Resource, uid ID, amount uint64, flags tb.TransferFlags) tb.Transfer {
+	secs, _ := WindowSeconds(r.Window)
+	flags.Pending = true
+	return tb.Transfer{
+		ID:              NewID().tb(),
+		DebitAccountID:  uid.tb(),
+		CreditAccountID: OperatorID(r.Ledger).tb(),
+		Amount:          tb.ToUint128(amount),
+		Timeout:         secs,
+		Ledger:          r.Ledger,
+		Code:            codeAcquire,
+		Flags:           flags.ToUint16(),
+	}
+}
+
+// missing explains why user key has no account on r: there is no such
+// resource, or no such user.
+func (c *Client) missing(ctx context.Context, r Resource, key string) error {
+	if _, err := c.Resource(ctx, r.Ledger); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+}
+
 // Hold is one part of an AcquireAll: units of one resource for one user.
 type Hold struct {
 	Resource Resource
@@ -181,23 +207,12 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 		if err := validHold(h.Resource, h.Request); err != nil {
 			return nil, err
 		}
-		secs, _ := WindowSeconds(h.Resource.Window)
-		id := h.Request.ID
-		if id.IsZero() {
-			id = NewID()
-		}
 		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
-		chain[i] = tb.Transfer{
-			ID:              id.tb(),
-			DebitAccountID:  ids[i].tb(),
-			CreditAccountID: OperatorID(h.Resource.Ledger).tb(),
-			Amount:          tb.ToUint128(h.Request.Amount),
-			UserData64:      h.Request.Ref,
-			Timeout:         secs,
-			Ledger:          h.Resource.Ledger,
-			Code:            codeAcquire,
-			Flags:           tb.TransferFlags{Pending: true, Linked: i < len(holds)-1}.ToUint16(),
+		chain[i] = hold(h.Resource, ids[i], h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
+		if !h.Request.ID.IsZero() {
+			chain[i].ID = h.Request.ID.tb()
 		}
+		chain[i].UserData64 = h.Request.Ref
 	}
 	for provisioned := false; ; provisioned = true {
 		res, accounts, err := c.submit(ctx, chain, ids)
@@ -232,10 +247,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 				continue
 			}
 			if !holds[i].Resource.Lazy || provisioned {
-				if _, err := c.Resource(ctx, holds[i].Resource.Ledger); err != nil {
-					return nil, err // no such resource, rather than no such user
-				}
-				return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, holds[i].Request.User, holds[i].Resource.Name)
+				return nil, c.missing(ctx, holds[i].Resource, holds[i].Request.User)
 			}
 			lazy = append(lazy, i)
 		}

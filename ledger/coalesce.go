@@ -51,6 +51,8 @@ type keyQueue struct {
 	waiting []*waiter // arrived, not sent yet
 	busy    bool      // a flush for this user is in flight
 	queued  bool      // in ready
+
+	provisioned bool // provisioned lazily by this Client: never again
 }
 
 type waiter struct {
@@ -174,17 +176,7 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 		for _, w := range groups[i] {
 			total = min(total+w.req.Amount, math.MaxInt64)
 		}
-		secs, _ := WindowSeconds(q.res.Window)
-		ts[i] = tb.Transfer{
-			ID:              NewID().tb(),
-			DebitAccountID:  q.account.tb(),
-			CreditAccountID: OperatorID(q.res.Ledger).tb(),
-			Amount:          tb.ToUint128(total),
-			Timeout:         secs,
-			Ledger:          q.res.Ledger,
-			Code:            codeAcquire,
-			Flags:           tb.TransferFlags{Pending: true, BalancingDebit: true}.ToUint16(),
-		}
+		ts[i] = hold(q.res, q.account, total, tb.TransferFlags{BalancingDebit: true})
 	}
 	res, err := c.createTransfers(ctx, ts)
 	if err != nil {
@@ -225,7 +217,8 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 		switch s.Status {
 		case tb.TransferCreated:
 		case tb.TransferDebitAccountNotFound:
-			if q.res.Lazy {
+			if q.res.Lazy && !q.provisioned {
+				q.provisioned = true
 				err := c.provision(ctx, q.res, []UserLimit{{Key: g[0].req.User, Limit: q.res.DefaultLimit}}, false)
 				if err != nil {
 					fail(i, err)
@@ -234,11 +227,7 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 				}
 				continue
 			}
-			if _, err := c.Resource(ctx, q.res.Ledger); err != nil {
-				fail(i, err)
-			} else {
-				fail(i, fmt.Errorf("%w: %q on %s", ErrUnknownUser, g[0].req.User, q.res.Name))
-			}
+			fail(i, c.missing(ctx, q.res, g[0].req.User))
 			continue
 		case tb.TransferCreditAccountNotFound:
 			fail(i, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, q.res.Ledger))

@@ -146,17 +146,7 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 	}
 	size = max(min(size, maxUnits), req.Amount)
 	chain := c.endLease(l, now)
-	secs, _ := WindowSeconds(l.res.Window)
-	next := tb.Transfer{
-		ID:              NewID().tb(),
-		DebitAccountID:  l.account.tb(),
-		CreditAccountID: OperatorID(l.res.Ledger).tb(),
-		Amount:          tb.ToUint128(size),
-		Timeout:         secs,
-		Ledger:          l.res.Ledger,
-		Code:            codeAcquire,
-		Flags:           tb.TransferFlags{Pending: true, BalancingDebit: true}.ToUint16(),
-	}
+	next := hold(l.res, l.account, size, tb.TransferFlags{BalancingDebit: true})
 	l.mu.Unlock()
 
 	for provisioned := false; ; provisioned = true {
@@ -180,10 +170,7 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 				next.ID = NewID().tb()
 				continue
 			}
-			if _, err := c.Resource(ctx, l.res.Ledger); err != nil {
-				return Decision{}, true, err
-			}
-			return Decision{}, true, fmt.Errorf("%w: %q on %s", ErrUnknownUser, req.User, l.res.Name)
+			return Decision{}, true, c.missing(ctx, l.res, req.User)
 		case tb.TransferCreditAccountNotFound:
 			return Decision{}, true, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, l.res.Ledger)
 		default:

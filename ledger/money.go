@@ -49,22 +49,13 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err := validAmount(p.Amount); err != nil {
 		return Decision{}, err
 	}
-	secs, _ := WindowSeconds(r.Window)
 	id := p.ID
 	if id.IsZero() {
 		id = NewID()
 	}
-	chain := []tb.Transfer{{
-		ID:              id.tb(),
-		DebitAccountID:  UserID(r.Ledger, p.From).tb(),
-		CreditAccountID: OperatorID(r.Ledger).tb(),
-		Amount:          tb.ToUint128(p.Amount),
-		UserData64:      p.Ref,
-		Timeout:         secs,
-		Ledger:          r.Ledger,
-		Code:            codeReserve,
-		Flags:           tb.TransferFlags{Pending: true, Linked: true}.ToUint16(),
-	}, {
+	reserve := hold(r, UserID(r.Ledger, p.From), p.Amount, tb.TransferFlags{Linked: true})
+	reserve.ID, reserve.UserData64, reserve.Code = id.tb(), p.Ref, codeReserve
+	chain := []tb.Transfer{reserve, {
 		ID:              derive(rolePayment, 0, string(id[:])).tb(),
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
