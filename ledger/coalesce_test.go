@@ -43,6 +43,52 @@ func cmp(a, b uint64) int {
 	return 0
 }
 
+// load describes how hammer hammers one user.
+type load struct {
+	rounds, callers, calls int
+	maxAmount              uint64 // amounts are random in [1, maxAmount]
+	pause                  [2]int // ms between rounds, random in [min, max)
+}
+
+// hammer runs rounds of concurrent calls for key from callers goroutines
+// spread over clients (processes sharing one cluster), letting time pass
+// between rounds, and returns what was admitted and how many were denied.
+func hammer(t *testing.T, b *testenv.Backend, clients []*ledger.Client, r ledger.Resource, key string, l load) ([]admission, int) {
+	t.Helper()
+	var mu sync.Mutex
+	var admitted []admission
+	denied := 0
+	for round := 0; round < l.rounds; round++ {
+		var wg sync.WaitGroup
+		for g := 0; g < l.callers; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				c := clients[g%len(clients)]
+				for i := 0; i < l.calls; i++ {
+					amount := 1 + rng.Uint64N(l.maxAmount)
+					d, err := c.Acquire(ctx, r, ledger.Request{User: key, Amount: amount})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if d.Allowed {
+						admitted = append(admitted, admission{d.Timestamp, amount})
+					} else {
+						denied++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		b.Advance(t, time.Duration(l.pause[0]+rand.IntN(l.pause[1]-l.pause[0]))*time.Millisecond)
+	}
+	return admitted, denied
+}
+
 func TestMaxInWindow(t *testing.T) {
 	s := uint64(time.Second)
 	as := []admission{{0, 3}, {s / 2, 4}, {s, 5}, {3 * s / 2, 1}}
@@ -71,37 +117,7 @@ func TestCoalescingPropertyExact(t *testing.T) {
 		if b.Real {
 			rounds = 4
 		}
-		var mu sync.Mutex
-		var admitted []admission
-		denied := 0
-		for round := 0; round < rounds; round++ {
-			var wg sync.WaitGroup
-			for g := 0; g < 48; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
-					c := clients[g%len(clients)]
-					for i := 0; i < 10; i++ {
-						amount := 1 + rng.Uint64N(6)
-						d, err := c.Acquire(ctx, r, ledger.Request{User: "shared", Amount: amount})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						if d.Allowed {
-							admitted = append(admitted, admission{d.Timestamp, amount})
-						} else {
-							denied++
-						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			b.Advance(t, time.Duration(100+rand.IntN(500))*time.Millisecond)
-		}
+		admitted, denied := hammer(t, b, clients, r, "shared", load{rounds: rounds, callers: 48, calls: 10, maxAmount: 6, pause: [2]int{100, 600}})
 		if len(admitted) == 0 || denied == 0 {
 			t.Fatalf("%d admitted, %d denied: the test must see both", len(admitted), denied)
 		}

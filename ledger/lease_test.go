@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -31,37 +30,7 @@ func TestLeasesPropertyBound(t *testing.T) {
 		if b.Real {
 			rounds = 8
 		}
-		var mu sync.Mutex
-		var admitted []admission
-		denied := 0
-		for round := 0; round < rounds; round++ {
-			var wg sync.WaitGroup
-			for g := 0; g < 30; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
-					c := clients[g%len(clients)]
-					for i := 0; i < 8; i++ {
-						amount := 1 + rng.Uint64N(3)
-						d, err := c.Acquire(ctx, r, ledger.Request{User: "hot", Amount: amount})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						if d.Allowed {
-							admitted = append(admitted, admission{d.Timestamp, amount})
-						} else {
-							denied++
-						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			b.Advance(t, time.Duration(20+rand.IntN(200))*time.Millisecond)
-		}
+		admitted, denied := hammer(t, b, clients, r, "hot", load{rounds: rounds, callers: 30, calls: 8, maxAmount: 3, pause: [2]int{20, 220}})
 		if len(admitted) == 0 || denied == 0 {
 			t.Fatalf("%d admitted, %d denied: the test must see both", len(admitted), denied)
 		}
