@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,6 +71,12 @@ func TestExpect(t *testing.T) {
 	e = expect(slidingLog, attempts, 10, 90*time.Second, time.Minute)
 	if e.Kind != "at most" || e.Value != 20+5+0+20 {
 		t.Errorf("sliding, cell of 1.5 windows: %+v, want at most 45", e)
+	}
+	// Units taken at 0 return at 60 s and at 120 s: three limits fit in a
+	// cell of exactly two windows.
+	e = expect(slidingBound, attempts, 10, 2*time.Minute, time.Minute)
+	if e.Kind != "at most" || e.Value != 30+5+0+20 {
+		t.Errorf("leased, cell of 2 windows: %+v, want at most 55", e)
 	}
 	// A bucket of 10 per minute, 30 s: up to 10 + 5 per key, one unit of
 	// slack per saturated key.
@@ -161,6 +170,143 @@ func TestDriveStopsAtMaxTime(t *testing.T) {
 	}
 }
 
+func TestMaxInWindow(t *testing.T) {
+	s := int64(time.Second)
+	// Short calls at 0, 1 s, 2 s and a call from 0.5 s to 2.6 s: within
+	// any 2 s, two short calls; the long call never fits with them.
+	g := []admission{{0, 0, 10}, {0, s / 2, 2*s + s/2 + s/10}, {0, s, s + 10}, {0, 2 * s, 2*s + 10}}
+	for _, c := range []struct {
+		l    int64
+		stop uint64
+		want uint64
+	}{
+		{2 * s, 10, 2},
+		{2*s + s/2, 10, 3}, // [0, 2.5 s) holds 0, 1 s, 2 s
+		{3 * s, 10, 4},     // [0, 3 s) holds them all
+		{3 * s, 1, 4},      // stops at the first count above 1
+		{s / 2, 10, 1},
+	} {
+		if got := maxInWindow(g, c.l, c.stop); got != c.want {
+			t.Errorf("maxInWindow(l=%v, stop=%d) = %d, want %d", time.Duration(c.l), c.stop, got, c.want)
+		}
+	}
+}
+
+func TestCheckWindows(t *testing.T) {
+	ms := int64(time.Millisecond)
+	// Key 3 admits 2 per 100 ms, key 1 admits 3 in 50 ms once; the workers
+	// recorded them out of order.
+	ws := []*worker{
+		{adms: []admission{{3, 0, ms}, {3, 100 * ms, 101 * ms}, {1, 500 * ms, 501 * ms}}},
+		{adms: []admission{{3, 10 * ms, 11 * ms}, {1, 520 * ms, 521 * ms}, {3, 110 * ms, 111 * ms}, {1, 540 * ms, 541 * ms}}},
+	}
+	got := checkWindows(ws, []windowBound{{100 * time.Millisecond, 3}, {100 * time.Millisecond, 2}})
+	if len(got) != 2 {
+		t.Fatalf("checkWindows = %+v, want 2 results", got)
+	}
+	if r := got[0]; r.MaxSeen != 3 || r.Key != 1 || r.Check != "ok" || r.LengthSec != 0.1 {
+		t.Errorf("bound 3 per 100ms: %+v, want 3 seen for key 1, ok", r)
+	}
+	if r := got[1]; r.MaxSeen != 3 || r.Check != "OVER" {
+		t.Errorf("bound 2 per 100ms: %+v, want 3 seen, OVER", r)
+	}
+	if r := checkWindows(nil, []windowBound{{time.Second, 1}}); r[0].MaxSeen != 0 || r[0].Check != "ok" {
+		t.Errorf("no admissions: %+v, want 0 seen, ok", r)
+	}
+}
+
+// TestDriveRecordsAdmissions checks that with record every admission is
+// kept once, with its call's times.
+func TestDriveRecordsAdmissions(t *testing.T) {
+	const n = 1000
+	allow := func(_ context.Context, k int) (bool, error) { return k%3 == 0, nil }
+	ws, _, _ := drive(context.Background(), driveOpts{callers: 3, n: n, maxTime: time.Minute, sample: 1, timeAll: true, record: true},
+		func(i int64) int { return int(i % 7) }, allow)
+	var adms, admitted uint64
+	for _, w := range ws {
+		admitted += w.admitted
+		for _, a := range w.adms {
+			adms++
+			if a.key%3 != 0 || a.end < a.start {
+				t.Fatalf("admission %+v: want a key divisible by 3, end >= start", a)
+			}
+		}
+	}
+	if adms != admitted || adms == 0 {
+		t.Errorf("%d admissions recorded, %d admitted", adms, admitted)
+	}
+}
+
+func TestParseFlagsSustained(t *testing.T) {
+	cfg, err := parseFlags([]string{"-sustained"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Sustained || !cfg.WindowCheck || cfg.Window != 2*time.Second || cfg.MaxTime != 5*time.Second ||
+		cfg.HotLimit != 1000 || cfg.ZipfLimit != 20 || cfg.Decisions < 1<<40 || cfg.Rounds != 3 {
+		t.Errorf("-sustained: %+v", cfg)
+	}
+	cfg, err = parseFlags([]string{"-sustained", "-quick", "-hot-limit", "7", "-window-check=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxTime != 3*time.Second || cfg.HotLimit != 7 || cfg.ZipfLimit != 20 || cfg.WindowCheck || cfg.Rounds != 1 {
+		t.Errorf("-sustained -quick -hot-limit 7 -window-check=false: %+v", cfg)
+	}
+	if _, err := parseFlags([]string{"-sustained", "-max-time", "2s"}, io.Discard); err == nil {
+		t.Error("-sustained with cells as long as the window: no error")
+	}
+	cfg, err = parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sustained || cfg.WindowCheck || cfg.Window != time.Minute || cfg.HotLimit != 10_000 {
+		t.Errorf("defaults: %+v", cfg)
+	}
+}
+
+func TestIssue6(t *testing.T) {
+	res := func(wl string, callers int, name string, transfers, admitted uint64) *result {
+		r := &result{Workload: wl, Callers: callers, Contender: name, Admitted: admitted,
+			ClientOps: map[string]opCount{"create_transfers": {Requests: 1, Events: transfers}, "lookup_accounts": {Requests: 1, Events: 1}}}
+		r.setCost()
+		return r
+	}
+	rep := &report{Meta: meta{Config: &config{}}, Results: []*result{
+		res("zipf", 256, "tblimit/embedded", 1000, 1000),
+		res("zipf", 256, "tblimit/embedded+coalesce", 150, 1000),
+		res("zipf", 256, "tblimit/embedded+leases", 60, 1000),
+		res("zipf", 256, "raw engine", 4000, 1000),
+		res("hot", 16, "tblimit/embedded", 1200, 1000),
+		res("hot", 16, "tblimit/embedded+leases", 10, 1000),
+	}}
+	if c := rep.Results[0].cost(); c == nil || c.TransfersPerAdmitted != 1 || c.EventsPerAdmitted != 1.001 {
+		t.Fatalf("cost = %+v, want 1 transfer and 1.001 events per admitted", c)
+	}
+	rep.issue6()
+	if len(rep.Issue6) != 2 {
+		t.Fatalf("issue6 = %+v, want 2 cells", rep.Issue6)
+	}
+	z := rep.Issue6[0]
+	if !z.Acceptance || z.VsPlain.Exact != 0.15 || z.VsPlain.ExactMet != "met" || z.VsPlain.Lease != 0.06 || z.VsPlain.LeaseMet != "missed" ||
+		z.VsRaw.Lease != 0.015 || z.VsRaw.LeaseMet != "met" {
+		t.Errorf("zipf/256: %+v", z)
+	}
+	h := rep.Issue6[1]
+	if h.Acceptance || h.Exact != 0 || h.VsPlain.ExactMet != "" || h.VsPlain.LeaseMet != "met" || h.Raw != 0 || h.VsRaw.LeaseMet != "" {
+		t.Errorf("hot/16: %+v", h)
+	}
+	var verdicts []string
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Target, "issue 6") {
+			verdicts = append(verdicts, tg.Met)
+		}
+	}
+	if want := []string{"missed", "met", "not run", "not run"}; !slices.Equal(verdicts, want) {
+		t.Errorf("issue 6 targets = %v, want %v", verdicts, want)
+	}
+}
+
 // TestRunQuick runs the harness end to end on the in-process contenders with
 // tiny cells and checks the table, the JSON and that the PNG decodes.
 func TestRunQuick(t *testing.T) {
@@ -173,12 +319,13 @@ func TestRunQuick(t *testing.T) {
 	var out, errs bytes.Buffer
 	code := run([]string{"-quick", "-decisions", "3000", "-users", "500", "-callers", "1,4",
 		"-hot-limit", "100", "-zipf-limit", "20", "-out", dir,
-		"-contenders", "tblimit/embedded,raw engine,x/time/rate,redis_rate,tblimit/tigerbeetle"}, &out, &errs)
+		"-contenders", "tblimit/embedded,tblimit/embedded+coalesce,tblimit/embedded+leases,raw engine,x/time/rate,redis_rate,tblimit/tigerbeetle"}, &out, &errs)
 	if code != 0 {
 		t.Fatalf("run = %d; stderr:\n%s", code, errs.String())
 	}
 	table := out.String()
-	for _, want := range []string{"tblimit/embedded", "raw engine", "x/time/rate", "not run: no binary", "not run: no Redis address", "exact", "targets:"} {
+	for _, want := range []string{"tblimit/embedded", "raw engine", "x/time/rate", "not run: no binary", "not run: no Redis address", "exact", "targets:",
+		"tr/adm", "ev/adm", "issue 6: transfers per admitted decision", "lease/plain"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
@@ -186,20 +333,112 @@ func TestRunQuick(t *testing.T) {
 	if strings.Contains(table, "UNDER") || strings.Contains(table, "FAILED") {
 		t.Errorf("table:\n%s", table)
 	}
-	js, err := os.ReadFile(filepath.Join(dir, "bench.json"))
-	if err != nil || !bytes.Contains(js, []byte(`"ratios"`)) {
-		t.Errorf("bench.json: %v\n%s", err, js)
+	rep := readReport(t, filepath.Join(dir, "bench.json"))
+	if len(rep.Ratios) == 0 || len(rep.Issue6) != 4 {
+		t.Errorf("bench.json: %d ratios, issue 6 cells %+v, want some and 4", len(rep.Ratios), rep.Issue6)
 	}
-	f, err := os.Open(filepath.Join(dir, "bench.png"))
+	checkCosts(t, rep)
+	checkPNG(t, filepath.Join(dir, "bench.png"))
+	checkPNG(t, filepath.Join(dir, "bench-transfers.png"))
+}
+
+// TestRunSustained runs a short sustained run: cells longer than the
+// window, every admission checked per window.
+func TestRunSustained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	t.Setenv("TIGERBEETLE_BIN", "")
+	t.Setenv("PATH", "")
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	code := run([]string{"-sustained", "-quick", "-window", "1s", "-max-time", "1200ms", "-users", "300", "-callers", "4",
+		"-hot-limit", "200", "-zipf-limit", "5", "-out", dir,
+		"-contenders", "tblimit/embedded,tblimit/embedded+leases,raw engine,x/time/rate"}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("run = %d; stderr:\n%s", code, errs.String())
+	}
+	table := out.String()
+	for _, want := range []string{"sustained: cells of 1.2s", "max/win", "200/200", "tr/adm", "issue 6"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "FAILED") {
+		t.Errorf("table:\n%s", table)
+	}
+	rep := readReport(t, filepath.Join(dir, "sustained.json"))
+	for _, r := range rep.Results {
+		if r.Check != "ok" {
+			t.Errorf("%s/%s: check %s, want ok", r.Workload, r.Contender, r.Check)
+		}
+		if r.Contender == "x/time/rate" {
+			if len(r.Windows) != 0 {
+				t.Errorf("x/time/rate has window checks: %+v", r.Windows)
+			}
+			continue
+		}
+		want := 1
+		if r.Contender == "tblimit/embedded+leases" {
+			want = 2
+		}
+		if len(r.Windows) != want || r.Windows[0].MaxSeen == 0 {
+			t.Errorf("%s/%s: window checks %+v, want %d with admissions", r.Workload, r.Contender, r.Windows, want)
+		}
+		// Units came back during the cell: the hot user admitted more
+		// than one limit.
+		if r.Workload == "hot" && r.Admitted <= 200 {
+			t.Errorf("%s/%s: admitted %d, want more than one window's limit", r.Workload, r.Contender, r.Admitted)
+		}
+	}
+	checkCosts(t, rep)
+	checkPNG(t, filepath.Join(dir, "sustained.png"))
+	checkPNG(t, filepath.Join(dir, "sustained-transfers.png"))
+}
+
+func readReport(t *testing.T, path string) *report {
+	t.Helper()
+	js, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &report{}
+	if err := json.Unmarshal(js, rep); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rep
+}
+
+// checkCosts checks that every tblimit row on the embedded engine has its
+// cost counted by the engine and by its ledger.Client, and that both agree.
+func checkCosts(t *testing.T, rep *report) {
+	t.Helper()
+	for _, r := range rep.Results {
+		if !strings.HasPrefix(r.Contender, "tblimit/embedded") || !r.ran() {
+			continue
+		}
+		if len(r.Cost) != 2 || r.Cost[0].Source != "engine" || r.Cost[1].Source != "ledger.Client" {
+			t.Errorf("%s/%d/%s: cost %+v, want engine and ledger.Client", r.Workload, r.Callers, r.Contender, r.Cost)
+			continue
+		}
+		if e, c := r.Cost[0], r.Cost[1]; e.Transfers != c.Transfers || e.Events != c.Events || c.Transfers == 0 {
+			t.Errorf("%s/%d/%s: engine counted %+v, the client sent %+v", r.Workload, r.Callers, r.Contender, e, c)
+		}
+	}
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 300 {
-		t.Errorf("chart is %v", b)
+		t.Errorf("%s is %v", path, b)
 	}
 }

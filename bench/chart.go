@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"image/color"
+	"io/fs"
 	"math"
 	"os"
 	"slices"
@@ -104,6 +104,9 @@ func (rep *report) lineChart(path, ylabel string, names []string, value func(*re
 		}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top, p.Legend.Left = legendTop, true
+		if legendTop {
+			p.Legend.XOffs, p.Legend.YOffs = vg.Points(60), -vg.Points(70) // inside the axes, under the title
+		}
 		p.Legend.TextStyle.Font.Size = vg.Points(10)
 		for _, name := range names {
 			var xys plotter.XYs

@@ -450,7 +450,7 @@ func (rep *report) issue6() {
 						t.ran = true
 						t.met = t.met && v <= target
 						t.parts[v <= target] = append(t.parts[v <= target],
-							fmt.Sprintf("%s %s/%s %.3g (≤ %s)", p.Workload, what, t.ratioName, v, fraction(target)))
+							fmt.Sprintf("%s %s/%s %.3g (≤ %s: %s)", p.Workload, what, t.ratioName, v, fraction(target), verdict(true, v <= target)))
 					}
 					return verdict(true, v <= target)
 				}

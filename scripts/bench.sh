@@ -9,12 +9,12 @@ readonly ROOT
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--quick] [HARNESS FLAGS...]
+Usage: $PROG [--quick] [--standard | --sustained] [HARNESS FLAGS...]
 
 Runs the benchmark harness in bench/ against:
   - tblimit on the embedded engine (default client, WithCoalescing, WithLeases),
     and the same pending transfers sent to the engine directly;
-  - tblimit and the raw tigerbeetle-go client on a real tigerbeetle server, when
+  - the same on a real tigerbeetle server, and the raw tigerbeetle-go client, when
     \$TIGERBEETLE_BIN (or tigerbeetle on PATH) gives a binary: started without
     --development in a temporary directory (-tb-dir DIR, needs Direct I/O), stopped
     and deleted afterwards;
@@ -23,13 +23,25 @@ Runs the benchmark harness in bench/ against:
     stopped on exit. Without it, the redis row says why it was not run;
   - golang.org/x/time/rate, in process.
 
-It writes bench/results/bench.txt, bench.json and bench.png, and prints the table.
+Two sets of cells, both by default:
+  standard   cells shorter than the window (1,000,000 decisions or 5 s, window 60 s):
+             bench/results/bench.txt, bench.json, bench.png, bench-transfers.png
+  sustained  cells longer than the window (5 s, window 2 s; hot user 1,000 and zipf
+             users 20 per window), so units expire and come back during a cell, every
+             admission checked against "at most the limit in any window":
+             bench/results/sustained.txt, sustained.json, sustained.png,
+             sustained-transfers.png
+Both report transfers per admitted decision (tr/adm) and the issue 6 summary.
 
 Options:
-  --quick     short cells (200,000 decisions or 2 s each): a smoke run of about a minute
-  -h, --help  print this help, then the harness's flags, and exit
-Any other flag goes to the harness (e.g. -callers 16,256 -workloads hot -decisions 5000000
--max-time 20s -window 60s -out DIR); see the list below with --help.
+  --quick      one round of short cells (200,000 decisions or 2 s; sustained: 3 s):
+               a smoke run of about 2½ minutes (both sets)
+  --standard   run only the standard cells
+  --sustained  run only the sustained cells
+  -h, --help   print this help, then the harness's flags, and exit
+Any other flag goes to the harness, for every set run (e.g. -callers 16,256 -workloads
+hot -decisions 5000000 -max-time 20s -window 60s -out DIR); see the list below with --help.
+With flags that change the window or the cell length, run one set at a time.
 EOF
 }
 
@@ -87,8 +99,7 @@ start_redis() {
 			--dir "$REDIS_DIR" --logfile "$REDIS_DIR/redis.log" --daemonize no \
 			>/dev/null 2>&1 </dev/null &
 		REDIS_PID=$!
-		local i
-		for i in $(seq 1 50); do
+		for _ in $(seq 1 50); do
 			if ! kill -0 "$REDIS_PID" 2>/dev/null; then
 				break
 			fi
@@ -124,13 +135,18 @@ cleanup() {
 }
 
 main() {
-	local args=() help=0
+	local args=() help=0 standard=1 sustained=1
 	for a in "$@"; do
 		case "$a" in
 		-h | --help | -help) help=1 ;;
+		--standard) sustained=0 ;;
+		--sustained) standard=0 ;;
 		*) args+=("$a") ;;
 		esac
 	done
+	if [[ $standard == 0 && $sustained == 0 ]]; then
+		die "--standard and --sustained exclude each other (give neither to run both)"
+	fi
 	command -v go >/dev/null 2>&1 || die "go is not installed"
 
 	trap cleanup EXIT
@@ -160,9 +176,18 @@ main() {
 	fi
 
 	# The real-server rows run when testenv finds a binary ($TIGERBEETLE_BIN, else PATH).
-	local rev
+	local rev status=0
 	rev="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
-	"$BUILD_DIR/bench" -out "$ROOT/bench/results" -rev "$rev" "${redis_flags[@]}" ${args[@]+"${args[@]}"}
+	local common=(-out "$ROOT/bench/results" -rev "$rev" "${redis_flags[@]}")
+	if [[ $standard == 1 ]]; then
+		log "standard cells (shorter than the window): bench/results/bench.*"
+		"$BUILD_DIR/bench" "${common[@]}" ${args[@]+"${args[@]}"} || status=$?
+	fi
+	if [[ $sustained == 1 ]]; then
+		log "sustained cells (longer than the window): bench/results/sustained.*"
+		"$BUILD_DIR/bench" "${common[@]}" -sustained ${args[@]+"${args[@]}"} || status=$?
+	fi
+	return "$status"
 }
 
 main "$@"
