@@ -176,18 +176,21 @@ var (
 func UserID(ledger uint32, key string) ID { return cached(roleUser, ledger, key) }
 
 // idCache remembers derived account IDs: a map lookup instead of a SHA-256
-// on every decision. Each shard is emptied when it is full, which bounds
-// its memory (idShards × idShardLimit IDs) at the cost of hashing again.
-type idCacheKey struct {
-	ledger uint32
-	role   byte
-	key    string
-}
+// on every decision. It holds one keyCache per (role, ledger), found without
+// any lock; each is split in shards that are emptied when full, which bounds
+// their memory (idShards × idShardLimit IDs each) at the cost of hashing
+// again.
+var (
+	idCaches   atomic.Pointer[map[uint64]*keyCache]
+	idCachesMu sync.Mutex
+)
+
+type keyCache [idShards]idShard
 
 type idShard struct {
 	mu sync.RWMutex
-	m  map[idCacheKey]ID
-	_  [40]byte // keep shards on separate cache lines
+	m  map[string]ID
+	_  [32]byte // keep shards on separate cache lines
 }
 
 const (
@@ -195,13 +198,11 @@ const (
 	idShardLimit = 1 << 12
 )
 
-var idCache [idShards]idShard
-
 func cached(role byte, ledger uint32, key string) ID {
-	k := idCacheKey{ledger, role, key}
-	s := &idCache[shardOf(ledger, key)]
+	kc := keyCacheOf(uint64(ledger)<<8 | uint64(role))
+	s := &kc[shardOf(ledger, key)]
 	s.mu.RLock()
-	id, ok := s.m[k]
+	id, ok := s.m[key]
 	s.mu.RUnlock()
 	if ok {
 		return id
@@ -209,11 +210,38 @@ func cached(role byte, ledger uint32, key string) ID {
 	id = derive(role, ledger, key)
 	s.mu.Lock()
 	if s.m == nil || len(s.m) >= idShardLimit {
-		s.m = make(map[idCacheKey]ID, 64)
+		s.m = make(map[string]ID, 64)
 	}
-	s.m[k] = id
+	s.m[key] = id
 	s.mu.Unlock()
 	return id
+}
+
+// keyCacheOf returns the cache of one (role, ledger), creating it once.
+func keyCacheOf(k uint64) *keyCache {
+	if m := idCaches.Load(); m != nil {
+		if kc, ok := (*m)[k]; ok {
+			return kc
+		}
+	}
+	idCachesMu.Lock()
+	defer idCachesMu.Unlock()
+	old := idCaches.Load()
+	if old != nil {
+		if kc, ok := (*old)[k]; ok {
+			return kc
+		}
+	}
+	m := make(map[uint64]*keyCache, 1)
+	if old != nil && len(*old) < 1<<10 { // beyond that many ledgers, start afresh
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	kc := new(keyCache)
+	m[k] = kc
+	idCaches.Store(&m)
+	return kc
 }
 
 // shardOf spreads keys over the shards (FNV-1a; not a security boundary: a
