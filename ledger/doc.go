@@ -16,6 +16,13 @@
 // The same linking applies several limits to one request all-or-nothing
 // (AcquireAll).
 //
+// Beyond the plain recipe: Reserve holds units until Commit or Cancel
+// (concurrency limits); a Client denies users it knows to be drained without
+// any I/O until their first unit returns; WithCoalescing merges concurrent
+// decisions of one user into one balancing transfer (exact); WithLeases lets
+// a process admit a hot user's calls locally from a lease (bounded error).
+// Stats counts what a Client sends, the engine-independent cost.
+//
 // This package is the only one that talks to TigerBeetle. It works on any
 // tigerbeetle-go Client: a real cluster (Dial) or the embedded engine in
 // ledger/embedded (New). Most callers want the limiters in package recipes.

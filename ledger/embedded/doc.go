@@ -13,8 +13,9 @@
 // engine and, when a tigerbeetle binary is present, on a real server.
 //
 // It does not implement GetChangeEvents, which returns an error wrapping
-// ErrUnsupported, and it keeps nothing on disk: the state lives and dies
-// with the Engine.
+// ErrUnsupported. New keeps everything in memory; Open keeps it in a journal
+// file (a *File, also a tb.Client) that every acknowledged request survives,
+// even kill -9, and that one process at a time may hold.
 //
 // An Engine is safe for concurrent use; requests are applied one at a time,
 // as a cluster commits them.
