@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -83,18 +82,11 @@ type fileUser struct {
 }
 
 func (o *applyOptions) run(ctx context.Context) error {
-	name := o.file
-	var in io.Reader
-	if o.file == "-" {
-		name, in = "stdin", o.g.stdin
-	} else {
-		f, err := os.Open(o.file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	name, in, closeIn, err := o.g.input(o.file)
+	if err != nil {
+		return err
 	}
+	defer closeIn()
 	want, err := parseApplyFile(name, in)
 	if err != nil {
 		return err

@@ -266,3 +266,16 @@ func completeResources(g *globalOptions) cobra.CompletionFunc {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// input opens the file a command reads: standard input for "-". It returns
+// the name to use in messages and a function that closes what it opened.
+func (g *globalOptions) input(file string) (string, io.Reader, func(), error) {
+	if file == "-" {
+		return "stdin", g.stdin, func() {}, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return file, f, func() { f.Close() }, nil
+}

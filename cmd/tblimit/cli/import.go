@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -51,18 +50,11 @@ is drawn on a terminal; a summary is printed at the end.`,
 }
 
 func (o *usersImportOptions) run(ctx context.Context, res, file string) error {
-	name := file
-	var in io.Reader
-	if file == "-" {
-		name, in = "stdin", o.g.stdin
-	} else {
-		f, err := os.Open(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	name, in, closeIn, err := o.g.input(file)
+	if err != nil {
+		return err
 	}
+	defer closeIn()
 	rows, err := parseUsersCSV(name, in)
 	if err != nil {
 		return err
