@@ -191,23 +191,20 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 	if len(holds) == 0 || len(holds) > BatchMax {
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
 	}
-	if len(holds) == 1 && holds[0].Request.ID.IsZero() {
-		h := holds[0]
-		if err := validHold(h.Resource, h.Request); err != nil {
-			return nil, err
-		}
-		uid := UserID(h.Resource.Ledger, h.Request.User)
-		if d, ok := c.drain.deny(uid, h.Request.Amount, uint64(c.now().UnixNano())); ok {
-			return []Decision{d}, nil
-		}
-	}
-	chain := make([]tb.Transfer, len(holds))
 	ids := make([]ID, len(holds))
 	for i, h := range holds {
 		if err := validHold(h.Resource, h.Request); err != nil {
 			return nil, err
 		}
 		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
+	}
+	if len(holds) == 1 && holds[0].Request.ID.IsZero() {
+		if d, ok := c.drain.deny(ids[0], holds[0].Request.Amount, uint64(c.now().UnixNano())); ok {
+			return []Decision{d}, nil
+		}
+	}
+	chain := make([]tb.Transfer, len(holds))
+	for i, h := range holds {
 		chain[i] = hold(h.Resource, ids[i], h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
 		if !h.Request.ID.IsZero() {
 			chain[i].ID = h.Request.ID.tb()
