@@ -170,13 +170,16 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 			w.err = err
 		}
 	}
+	// A user with one waiter gets an ordinary pending transfer: it takes
+	// the whole amount or fails, so its outcome needs no lookup. Several
+	// waiters share a balancing one, which takes what is available.
 	ts := make([]tb.Transfer, len(batch))
 	for i, q := range batch {
 		var total uint64
 		for _, w := range groups[i] {
 			total = min(total+w.req.Amount, math.MaxInt64)
 		}
-		ts[i] = hold(q.res, q.account, total, tb.TransferFlags{BalancingDebit: true})
+		ts[i] = hold(q.res, q.account, total, tb.TransferFlags{BalancingDebit: len(groups[i]) > 1})
 	}
 	res, err := c.createTransfers(ctx, ts)
 	if err != nil {
@@ -185,13 +188,14 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 		}
 		return retry
 	}
-	// Learn what each transfer got (the create result has no amount) and
-	// the balances after it: two batched lookups per flush.
+	// Learn what each balancing transfer got (the create result has no
+	// amount) and the balances after the batch: at most two batched
+	// lookups per flush.
 	var created []tb.Uint128
 	accounts := make([]ID, len(batch))
 	for i, s := range res {
 		accounts[i] = batch[i].account
-		if s.Status == tb.TransferCreated {
+		if s.Status == tb.TransferCreated && len(groups[i]) > 1 {
 			created = append(created, ts[i].ID)
 		}
 	}
@@ -214,8 +218,20 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 	k := 0
 	for i, s := range res {
 		q, g := batch[i], groups[i]
+		asked, _ := u64(ts[i].Amount)
+		var granted uint64
 		switch s.Status {
 		case tb.TransferCreated:
+			granted = asked
+			if len(g) > 1 {
+				granted, _ = u64(got[k].Amount)
+				k++
+			}
+		case tb.TransferExceedsCredits:
+			if len(g) > 1 {
+				fail(i, transferStatusError(i, s.Status))
+				continue
+			}
 		case tb.TransferDebitAccountNotFound:
 			if q.res.Lazy && !q.provisioned {
 				q.provisioned = true
@@ -236,8 +252,6 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 			fail(i, transferStatusError(i, s.Status))
 			continue
 		}
-		granted, _ := u64(got[k].Amount)
-		k++
 		b, err := balanceOf(balances[i])
 		if err != nil {
 			fail(i, err)
@@ -267,7 +281,7 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 				after += g[j].req.Amount
 			}
 		}
-		if b.Available == 0 || granted < uint64(ts[i].Amount.BigInt().Uint64()) {
+		if b.Available == 0 || granted < asked {
 			c.learnDrained(ctx, q, g, b, s.Timestamp)
 		}
 	}

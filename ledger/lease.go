@@ -146,7 +146,10 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 	}
 	size = max(min(size, maxUnits), req.Amount)
 	chain := c.endLease(l, now)
-	next := hold(l.res, l.account, size, tb.TransferFlags{BalancingDebit: true})
+	// A lease of more than the call asks takes what is available up to its
+	// size; one of exactly that takes it all or fails, and needs no lookup.
+	balancing := size > req.Amount
+	next := hold(l.res, l.account, size, tb.TransferFlags{BalancingDebit: balancing})
 	l.mu.Unlock()
 
 	for provisioned := false; ; provisioned = true {
@@ -160,8 +163,14 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 		}
 		chain = nil // the old lease was ended (or had nothing to end)
 		s := res[len(res)-1]
+		taken := next
 		switch s.Status {
 		case tb.TransferCreated:
+		case tb.TransferExceedsCredits:
+			if balancing {
+				return Decision{}, true, transferStatusError(len(res)-1, s.Status)
+			}
+			taken.Amount = tb.ToUint128(0)
 		case tb.TransferDebitAccountNotFound:
 			if l.res.Lazy && !provisioned {
 				if err := c.provision(ctx, l.res, []UserLimit{{Key: req.User, Limit: l.res.DefaultLimit}}, false); err != nil {
@@ -176,9 +185,16 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 		default:
 			return Decision{}, true, transferStatusError(len(res)-1, s.Status)
 		}
-		got, err := lookup(ctx, c, []tb.Uint128{next.ID}, c.tb.LookupTransfers)
-		if err == nil && len(got) != 1 {
-			err = fmt.Errorf("ledger: lease %s not found after it was created", fromTB(next.ID))
+
+		if balancing {
+			var got []tb.Transfer
+			got, err = lookup(ctx, c, []tb.Uint128{next.ID}, c.tb.LookupTransfers)
+			if err == nil && len(got) != 1 {
+				err = fmt.Errorf("ledger: lease %s not found after it was created", fromTB(next.ID))
+			}
+			if err == nil {
+				taken = got[0]
+			}
 		}
 		var acct []tb.Account
 		if err == nil {
@@ -194,13 +210,13 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 		if err != nil {
 			return Decision{}, true, err
 		}
-		granted, _ := u64(got[0].Amount)
+		granted, _ := u64(taken.Amount)
 		l.mu.Lock()
 		local := uint64(c.now().UnixNano())
-		l.t, l.ts, l.taken, l.granted, l.used = got[0], s.Timestamp, local, granted, 0
+		l.t, l.ts, l.taken, l.granted, l.used = taken, s.Timestamp, local, granted, 0
 		l.limit, l.avail, l.demand, l.ended = b.Limit, b.Available, 0, false
 		l.mu.Unlock()
-		c.scheduleEnd(lr, l, got[0].ID)
+		c.scheduleEnd(lr, l, taken.ID)
 		if granted >= req.Amount {
 			return Decision{}, false, nil // served from the new lease by the caller's loop
 		}

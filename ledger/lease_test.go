@@ -103,3 +103,49 @@ func TestLeasesHotUser(t *testing.T) {
 		t.Logf("%d transfers for %d decisions", sent, allowed)
 	})
 }
+
+// A lease of exactly what a call asks is an ordinary pending transfer: it
+// takes the whole amount or is denied, and no lookup of the transfer is
+// needed to learn which. Coalescing does the same for a lone caller.
+func TestExactSizeLeaseAndLoneCallerTakeAllOrNothing(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		for _, opt := range []struct {
+			name string
+			opt  ledger.Option
+		}{
+			{"leases", ledger.WithLeases(ledger.Leases{Lifetime: time.Minute, MaxUnits: 1})},
+			{"coalescing", ledger.WithCoalescing(0)},
+		} {
+			t.Run(opt.name, func(t *testing.T) {
+				c := ledger.New(b.Client, opt.opt)
+				r := ledger.Resource{Name: "exact", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 3, Lazy: true}
+				if err := c.CreateResource(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				steps := []struct {
+					amount    uint64
+					allowed   bool
+					remaining uint64
+				}{{2, true, 1}, {2, false, 1}, {1, true, 0}}
+				for i, s := range steps {
+					d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: s.amount})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed != s.allowed || d.Remaining != s.remaining {
+						t.Fatalf("step %d: Acquire(%d) = %+v, want allowed %v, remaining %d", i, s.amount, d, s.allowed, s.remaining)
+					}
+					if !d.Allowed && d.RetryAfter <= 0 {
+						t.Fatalf("step %d: denial without a RetryAfter: %+v", i, d)
+					}
+				}
+				if u := inspect(t, c, r, "u"); u.InFlight != 3 {
+					t.Fatalf("Inspect = %+v, want the 3 admitted units in flight", u)
+				}
+				if n := c.Stats().LookupTransfers.Events; n != 0 {
+					t.Fatalf("%d transfers looked up, want none", n)
+				}
+			})
+		}
+	})
+}
