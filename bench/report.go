@@ -74,6 +74,9 @@ type result struct {
 	// Windows are the per-window bounds checked on the admissions
 	// (-window-check): at most the limit in any window.
 	Windows []windowResult `json:"window_checks,omitempty"`
+	// Floor is the fewest transfers per admitted decision each kind of
+	// sliding window limiter could send on this cell (tblimit and raw rows).
+	Floor *floor `json:"floor,omitempty"`
 }
 
 // cost is the TigerBeetle events a cell's decisions sent (or an engine
@@ -126,6 +129,9 @@ func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration
 	r.AllocsScope = "process"
 	if !c.inProcess {
 		r.AllocsScope = "client side"
+	}
+	if c.semantics != bucket {
+		r.Floor = floors(cl.w, r.Decisions, cl.callers, elapsed, cl.window, leaseLifetime, max(1, cl.w.limit/10))
 	}
 	r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
 	r.Check = r.Expected.check(r.Admitted)
@@ -244,6 +250,13 @@ type costRatio struct {
 	VsRaw   baselineRatio `json:"vs_raw"`
 	// Acceptance: this cell is one the issue's acceptance names (256 callers).
 	Acceptance bool `json:"acceptance"`
+	// The floors (see floor) of exact coalescing and of leases on their
+	// own rows: the fewest transfers per admitted decision any exact
+	// scheme, any lease of the same τ and K, and any lease at all could
+	// have sent there; 0 if not known.
+	ExactFloor       float64 `json:"exact_floor,omitempty"`
+	LeaseFloor       float64 `json:"lease_floor,omitempty"`
+	WindowLeaseFloor float64 `json:"window_lease_floor,omitempty"`
 }
 
 // baselineRatio is exact's and lease's transfers per admitted decision over
@@ -256,6 +269,10 @@ type baselineRatio struct {
 	LeaseTarget float64 `json:"lease_target,omitempty"`
 	ExactMet    string  `json:"exact_met,omitempty"`
 	LeaseMet    string  `json:"lease_met,omitempty"`
+	// The floors over the baseline: a threshold below its floor cannot be
+	// met on this cell by any implementation.
+	ExactFloor float64 `json:"exact_floor,omitempty"`
+	LeaseFloor float64 `json:"lease_floor,omitempty"`
 }
 
 // The issue's thresholds on transfers per admitted decision, relative to
@@ -430,11 +447,18 @@ func (rep *report) issue6() {
 				Plain: pc.TransfersPerAdmitted, Acceptance: p.Callers == acceptanceCallers}
 			cr.Exact, cr.Lease = get(p.Workload, p.Callers, plainName+"+coalesce"), get(p.Workload, p.Callers, plainName+"+leases")
 			cr.Raw = get(p.Workload, p.Callers, e.raw)
+			if r := rep.find(p.Workload, p.Callers, plainName+"+coalesce"); r != nil && r.Floor != nil {
+				cr.ExactFloor = r.Floor.Exact
+			}
+			if r := rep.find(p.Workload, p.Callers, plainName+"+leases"); r != nil && r.Floor != nil {
+				cr.LeaseFloor, cr.WindowLeaseFloor = r.Floor.Lease, r.Floor.WindowLease
+			}
 			for i, base := range []float64{cr.Plain, cr.Raw} {
 				t := tallies[i]
 				var br baselineRatio
 				if base > 0 {
 					br.Exact, br.Lease = cr.Exact/base, cr.Lease/base
+					br.ExactFloor, br.LeaseFloor = cr.ExactFloor/base, cr.LeaseFloor/base
 				}
 				switch p.Workload {
 				case "zipf":
@@ -442,20 +466,24 @@ func (rep *report) issue6() {
 				case "hot":
 					br.LeaseTarget = hotLeaseTarget
 				}
-				judge := func(v, target float64, what string) string {
+				judge := func(v, target, floor float64, what string) string {
 					if target == 0 || v == 0 {
 						return ""
 					}
 					if cr.Acceptance {
 						t.ran = true
 						t.met = t.met && v <= target
+						why := ""
+						if floor > target {
+							why = fmt.Sprintf("; floor %.3g", floor)
+						}
 						t.parts[v <= target] = append(t.parts[v <= target],
-							fmt.Sprintf("%s %s/%s %.3g (≤ %s: %s)", p.Workload, what, t.ratioName, v, fraction(target), verdict(true, v <= target)))
+							fmt.Sprintf("%s %s/%s %.3g (≤ %s: %s%s)", p.Workload, what, t.ratioName, v, fraction(target), verdict(true, v <= target), why))
 					}
 					return verdict(true, v <= target)
 				}
-				br.ExactMet = judge(br.Exact, br.ExactTarget, "exact")
-				br.LeaseMet = judge(br.Lease, br.LeaseTarget, "lease")
+				br.ExactMet = judge(br.Exact, br.ExactTarget, br.ExactFloor, "exact")
+				br.LeaseMet = judge(br.Lease, br.LeaseTarget, br.LeaseFloor, "lease")
 				if i == 0 {
 					cr.VsPlain = br
 				} else {
@@ -676,7 +704,7 @@ func (rep *report) issue6Text(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nissue 6: transfers per admitted decision (tr/adm), exact coalescing and leases vs the plain recipe and vs raw")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "engine\tworkload\tcallers\tplain\texact\tlease\traw\t"+
+	fmt.Fprintln(tw, "engine\tworkload\tcallers\tplain\texact\tfloor\tlease\tfloor\tany lease\traw\t"+
 		"exact/plain\t\tlease/plain\t\texact/raw\t\tlease/raw\t\t")
 	for _, c := range rep.Issue6 {
 		mark := ""
@@ -684,7 +712,8 @@ func (rep *report) issue6Text(w io.Writer) {
 			mark = " †"
 		}
 		cells := []string{c.Engine, c.Workload, fmt.Sprint(c.Callers) + mark,
-			perAdmitted(c.Plain), perAdmitted(c.Exact), perAdmitted(c.Lease), perAdmitted(c.Raw)}
+			perAdmitted(c.Plain), perAdmitted(c.Exact), perAdmitted(c.ExactFloor),
+			perAdmitted(c.Lease), perAdmitted(c.LeaseFloor), perAdmitted(c.WindowLeaseFloor), perAdmitted(c.Raw)}
 		for _, br := range []baselineRatio{c.VsPlain, c.VsRaw} {
 			cells = append(cells, costRatioText(br.Exact), targetText(br.ExactTarget, br.ExactMet),
 				costRatioText(br.Lease), targetText(br.LeaseTarget, br.LeaseMet))
@@ -696,7 +725,12 @@ func (rep *report) issue6Text(w io.Writer) {
   sent); raw: tr/adm of the raw row, one pending transfer per decision, denials included (the
   recipe as DESIGN.md states it, without the drained-user cache that tblimit's plain client
   has too). Thresholds: zipf exact ≤ 1/5, zipf lease ≤ 1/20, hot lease ≤ 1/100; † = the cells
-  the acceptance names (256 callers).`)
+  the acceptance names (256 callers).
+floor: the fewest tr/adm any limiter of that kind could send on that row's cell, knowing the
+  future (bench/floor.go): exact merges only decisions that can be in flight together (any two
+  fewer than 16 × callers apart in the sequence); lease, leases of the row's τ and K; any lease,
+  leases of the whole limit held for a whole window. A threshold times the baseline below the
+  floor cannot be met on that cell by any implementation.`)
 }
 
 // perAdmitted formats a per-admitted figure with three significant digits.
