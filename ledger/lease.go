@@ -138,7 +138,9 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 	if l.taken > 0 {
 		elapsed := max(now-l.taken, uint64(time.Millisecond))
 		rate := float64(l.demand) / float64(elapsed) // units per ns
-		size = max(size, uint64(math.Ceil(rate*float64(lr.cfg.Lifetime))))
+		// Rounded down: a unit too few costs one more lease, a unit too
+		// many costs a void and a new hold when the lease ends.
+		size = max(size, uint64(rate*float64(lr.cfg.Lifetime)))
 	}
 	maxUnits := lr.cfg.MaxUnits
 	if maxUnits == 0 {
