@@ -34,7 +34,9 @@ type Client struct {
 	coalesce    *coalescer // nil unless WithCoalescing
 	leases      *leaser    // nil unless WithLeases
 	drain       drainCache
-	maxBatch    atomic.Int64 // the most events sent in one request
+	// The most events one request carries, learnt per kind of operation:
+	// creates, lookups, and query results (see batchCap).
+	createCap, lookupCap, queryCap *batchCap
 }
 
 // Policy says what a decision returns when the cluster is unavailable.
@@ -91,7 +93,7 @@ func New(c tb.Client, opts ...Option) *Client {
 	cl := &Client{timeout: 5 * time.Second, maxWaiting: 1 << 16, now: time.Now}
 	cl.counted.Client = c
 	cl.tb = &cl.counted
-	cl.maxBatch.Store(BatchMax)
+	cl.createCap, cl.lookupCap, cl.queryCap = newBatchCap(), newBatchCap(), newBatchCap()
 	if e, ok := c.(interface{ Now() time.Time }); ok {
 		cl.now = e.Now
 	}
@@ -220,15 +222,15 @@ func (c *Client) createAccounts(ctx context.Context, as []tb.Account) ([]tb.Crea
 	return res, nil
 }
 
-// split sends events in requests of at most c.maxBatch events, halving it
-// when the cluster answers that a request is too large (such a request is
-// refused whole, so sending its halves is safe). linked tells which events
-// continue a chain: a chain is never split, and a chain longer than a
-// request is ErrTooMany.
+// split sends events in requests the cluster accepts (c.createCap),
+// sending a request it refuses as too large again in smaller parts (it is
+// refused whole, so that is safe). linked tells which events continue a
+// chain: a chain is never split, and a chain longer than a request is
+// ErrTooMany.
 func split[E, R any](ctx context.Context, c *Client, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
 	out := make([]R, 0, len(events))
 	for start := 0; start < len(events); {
-		size := int(c.maxBatch.Load())
+		size := c.createCap.size()
 		end := min(start+size, len(events))
 		for end < len(events) && end > start && linked(events[end-1]) {
 			end--
@@ -239,7 +241,7 @@ func split[E, R any](ctx context.Context, c *Client, events []E, linked func(E) 
 		part := events[start:end]
 		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
 		if errors.Is(err, ErrTooMany) && len(part) > 1 {
-			c.maxBatch.CompareAndSwap(int64(size), int64(max(len(part)/2, 1)))
+			c.createCap.refused(len(part))
 			continue
 		}
 		if err != nil {
@@ -248,6 +250,7 @@ func split[E, R any](ctx context.Context, c *Client, events []E, linked func(E) 
 		if len(res) != len(part) {
 			return nil, fmt.Errorf("ledger: %d results for %d events", len(res), len(part))
 		}
+		c.createCap.accepted(len(part))
 		out = append(out, res...)
 		start = end
 	}
@@ -262,22 +265,23 @@ func (c *Client) lookupAccounts(ctx context.Context, ids ...ID) ([]tb.Account, e
 	return lookup(ctx, c, u, c.tb.LookupAccounts)
 }
 
-// lookup sends a lookup in parts the cluster accepts, halving them when it
-// answers that one is too large (as split does for creates).
+// lookup sends a lookup in parts the cluster accepts (c.lookupCap), as
+// split does for creates.
 func lookup[R any](ctx context.Context, c *Client, ids []tb.Uint128, send func([]tb.Uint128) ([]R, error)) ([]R, error) {
 	var out []R
 	for start := 0; start < len(ids) || start == 0; {
-		size := int(c.maxBatch.Load())
+		size := c.lookupCap.size()
 		end := min(start+size, len(ids))
 		part := ids[start:end]
 		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
 		if errors.Is(err, ErrTooMany) && len(part) > 1 {
-			c.maxBatch.CompareAndSwap(int64(size), int64(max(len(part)/2, 1)))
+			c.lookupCap.refused(len(part))
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		c.lookupCap.accepted(len(part))
 		if start == 0 && end == len(ids) {
 			return res, nil
 		}
@@ -290,16 +294,19 @@ func lookup[R any](ctx context.Context, c *Client, ids []tb.Uint128, send func([
 	return out, nil
 }
 
-// page returns the next page of f's query: at most limit results, fewer if
-// the cluster takes fewer per request (it answers ErrTooMany to a limit it
-// cannot return in one reply, and the limit is halved).
+// page returns the next page of f's query: at most want results, fewer if
+// the cluster returns fewer per reply (it answers ErrTooMany to a limit it
+// cannot return in one, and c.queryCap learns the largest it can).
 func page[F, R any](ctx context.Context, c *Client, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
 	for {
-		*limit = uint32(min(int64(want), c.maxBatch.Load()))
+		*limit = uint32(min(int(want), c.queryCap.size()))
 		res, err := call(ctx, c, func() ([]R, error) { return send(*f) })
 		if errors.Is(err, ErrTooMany) && *limit > 1 {
-			c.maxBatch.CompareAndSwap(int64(*limit), int64(*limit/2))
+			c.queryCap.refused(int(*limit))
 			continue
+		}
+		if err == nil {
+			c.queryCap.accepted(int(*limit))
 		}
 		return res, err
 	}

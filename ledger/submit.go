@@ -43,7 +43,7 @@ func (c *Client) submitRemote(ctx context.Context, chain []tb.Transfer, accounts
 	for i, id := range accounts {
 		ids[i] = id.tb()
 	}
-	if len(chain) > int(c.maxBatch.Load()) || len(ids) > int(c.maxBatch.Load()) {
+	if len(chain) > c.createCap.size() || len(ids) > c.lookupCap.size() {
 		res, err := c.createTransfers(ctx, chain)
 		if err != nil {
 			return nil, nil, err
