@@ -322,7 +322,7 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 			case amount > b.Limit:
 				d.RetryAfter = -1
 			case amount > b.Available:
-				flights, err = c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available)
+				flights, err = c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available, false)
 				if err != nil {
 					return err
 				}
@@ -330,7 +330,7 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 			}
 		}
 		if b.InFlight > 0 {
-			last, err := c.lastExpiry(ctx, ids[i], now)
+			last, err := c.lastExpiry(ctx, ids[i], h.Resource.Window, now)
 			if err != nil {
 				return err
 			}
@@ -344,24 +344,40 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 }
 
 // lastExpiry returns the cluster time at which the last unit now in flight
-// out of uid returns, from its newest pending transfers.
-func (c *Client) lastExpiry(ctx context.Context, uid ID, now uint64) (uint64, error) {
+// out of uid returns (now if none is), reading its transfers from the
+// newest. A post or void is newer than the hold it ends, so it is read
+// first and the hold is skipped. No timeout is longer than the window, so
+// the scan stops at the first transfer that could not return after what
+// was found.
+func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, now uint64) (uint64, error) {
 	f := tb.AccountFilter{
 		AccountID: uid.tb(),
-		Limit:     16,
 		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
 	}
-	page, err := call(ctx, c, func() ([]tb.Transfer, error) { return c.tb.GetAccountTransfers(f) })
-	if err != nil {
-		return 0, err
-	}
-	var last uint64
-	for _, t := range page {
-		if t.TransferFlags().Pending {
-			last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+	last := now
+	ended := map[tb.Uint128]bool{}
+	for want := uint32(16); ; want = min(want*4, BatchMax) {
+		got, err := page(ctx, c, &f, &f.Limit, want, c.tb.GetAccountTransfers)
+		if err != nil {
+			return 0, err
 		}
+		for _, t := range got {
+			if t.Timestamp+uint64(window) <= last {
+				return last, nil
+			}
+			flags := t.TransferFlags()
+			switch {
+			case flags.PostPendingTransfer || flags.VoidPendingTransfer:
+				ended[t.PendingID] = true
+			case flags.Pending && !ended[t.ID]:
+				last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+			}
+		}
+		if len(got) < int(f.Limit) {
+			return last, nil
+		}
+		f.TimestampMax = got[len(got)-1].Timestamp - 1
 	}
-	return max(last, now), nil
 }
 
 // unavailableDecisions applies the Client's Policy to a chain whose answer

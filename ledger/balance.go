@@ -49,17 +49,27 @@ type flight struct {
 // from the oldest until it has found want units (0: all of them). Units
 // posted by SetLimit are left out. Every unit in flight was created within
 // the last window, since no timeout is longer than the window.
-func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64) ([]flight, error) {
+//
+// A hold is ended (posted or voided) by a later transfer, so when the scan
+// stops before the end, a hold it counts on may have been ended since.
+// With exact, such holds are checked by looking up the IDs their post or
+// void would have (every post and void this package sends has an ID derived
+// from the hold's: see resolutionIDs). Without, the list may include them:
+// their units came back already, so what it says returns by some time
+// returns by then or earlier. The estimates of a decision (RetryAfter, how
+// long a drained user stays denied locally) take that cheaper answer: it
+// can make them early, never late.
+func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64, exact bool) ([]flight, error) {
 	f := tb.AccountFilter{
 		AccountID:    uid.tb(),
 		TimestampMin: now - min(now, uint64(window)) + 1,
 		Flags:        tb.AccountFilterFlags{Debits: true}.ToUint32(),
 	}
 	var out []flight
-	var found uint64
-	done := map[ID]bool{}
+	done := map[ID]bool{}    // holds ended by a post or void
+	checked := map[ID]bool{} // holds whose post and void were looked up
 	for {
-		got, err := page(ctx, c, &f, &f.Limit, pageSize(want-min(want, found)), c.tb.GetAccountTransfers)
+		got, err := page(ctx, c, &f, &f.Limit, pageSize(want-min(want, liveUnits(out, done))), c.tb.GetAccountTransfers)
 		if err != nil {
 			return nil, err
 		}
@@ -73,24 +83,98 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 				exp := t.Timestamp + uint64(t.Timeout)*uint64(time.Second)
 				if exp > now {
 					out = append(out, flight{id: fromTB(t.ID), amount: amount, ts: t.Timestamp, expires: exp, code: t.Code})
-					found += amount
 				}
 			}
 		}
-		if len(got) == 0 || (want > 0 && found >= want) {
-			break
+		if len(got) < int(f.Limit) {
+			break // the last page: every post and void was seen
 		}
 		f.TimestampMin = got[len(got)-1].Timestamp + 1
+		if want > 0 && liveUnits(out, done) >= want {
+			if !exact {
+				break
+			}
+			enough, err := c.stillHeld(ctx, out, done, checked, want)
+			if err != nil {
+				return nil, err
+			}
+			if enough {
+				break
+			}
+		}
 	}
 	out = slices.DeleteFunc(out, func(fl flight) bool { return done[fl.id] })
-	slices.SortFunc(out, func(a, b flight) int {
+	sortFlights(out)
+	return out, nil
+}
+
+func sortFlights(fs []flight) {
+	slices.SortFunc(fs, func(a, b flight) int {
 		if a.expires != b.expires {
 			return cmpU64(a.expires, b.expires)
 		}
 		return cmpU64(a.ts, b.ts)
 	})
-	return out, nil
 }
+
+func liveUnits(fs []flight, done map[ID]bool) uint64 {
+	var n uint64
+	for _, f := range fs {
+		if !done[f.id] {
+			n += f.amount
+		}
+	}
+	return n
+}
+
+// stillHeld finds out whether the holds that return first and make up want
+// units were ended by a post or void not read yet: it looks up the IDs
+// those would have, marks the holds found ended in done, and goes on with
+// the next holds until want units are known to be held, or the holds run
+// out (false).
+func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[ID]bool, want uint64) (bool, error) {
+	sortFlights(fs)
+	for {
+		var ids []tb.Uint128
+		var units uint64
+		for _, f := range fs {
+			if done[f.id] {
+				continue
+			}
+			if !checked[f.id] {
+				checked[f.id] = true
+				for _, id := range resolutionIDs(f.id) {
+					ids = append(ids, id.tb())
+				}
+			}
+			if units += f.amount; units >= want {
+				break
+			}
+		}
+		if len(ids) == 0 {
+			return units >= want, nil
+		}
+		ended, err := lookup(ctx, c, ids, c.tb.LookupTransfers)
+		if err != nil {
+			return false, err
+		}
+		for _, t := range ended {
+			done[fromTB(t.PendingID)] = true
+		}
+	}
+}
+
+// resolutionIDs are the IDs of every transfer this package may send to end
+// hold id: Reservation.Commit, Reservation.Cancel and the give-backs of
+// coalescing and leases, and SetLimit's post.
+func resolutionIDs(id ID) [3]ID {
+	return [3]ID{endID(roleCommit, id), endID(roleCancel, id), endID(roleLowerPost, id)}
+}
+
+// endID is the ID of the transfer that ends hold id in role (roleCommit,
+// roleCancel or roleLowerPost): derived, so that a retry is applied once
+// and inFlight can find it.
+func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }
 
 // pageSize is how many transfers to ask for to find want units: at least a
 // few, at most a full batch.

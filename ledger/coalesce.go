@@ -301,7 +301,7 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 // its units again for a whole window.
 func (c *Client) regrant(t tb.Transfer, used uint64) []tb.Transfer {
 	void := tb.Transfer{
-		ID:              NewID().tb(),
+		ID:              endID(roleCancel, fromTB(t.ID)).tb(),
 		PendingID:       t.ID,
 		DebitAccountID:  t.DebitAccountID,
 		CreditAccountID: t.CreditAccountID,
@@ -331,7 +331,7 @@ func (c *Client) learnDrained(ctx context.Context, q *keyQueue, g []*waiter, b b
 			want = max(want, min(w.req.Amount, b.Limit))
 		}
 	}
-	flights, err := c.inFlight(ctx, q.account, q.res.Window, now, max(want, 1))
+	flights, err := c.inFlight(ctx, q.account, q.res.Window, now, max(want, 1), false)
 	if err != nil {
 		return
 	}
@@ -349,7 +349,7 @@ func (c *Client) learnDrained(ctx context.Context, q *keyQueue, g []*waiter, b b
 	if b.Available > 0 || len(flights) == 0 {
 		return
 	}
-	last, err := c.lastExpiry(ctx, q.account, now)
+	last, err := c.lastExpiry(ctx, q.account, q.res.Window, now)
 	if err != nil {
 		return
 	}

@@ -225,13 +225,13 @@ func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (
 		d := Decision{Reason: LimitExceeded, Limit: b.Limit, Remaining: b.Available + granted, ID: fromTB(next.ID), Timestamp: s.Timestamp, RetryAfter: -1}
 		if req.Amount <= b.Limit {
 			want := req.Amount - min(req.Amount, b.Available+granted)
-			flights, err := c.inFlight(ctx, l.account, l.res.Window, s.Timestamp, max(want, 1))
+			flights, err := c.inFlight(ctx, l.account, l.res.Window, s.Timestamp, max(want, 1), false)
 			if err != nil {
 				return d, true, err
 			}
 			d.RetryAfter = max(releaseAfter(flights, s.Timestamp, want), 0)
 			if b.Available == 0 {
-				last, err := c.lastExpiry(ctx, l.account, s.Timestamp)
+				last, err := c.lastExpiry(ctx, l.account, l.res.Window, s.Timestamp)
 				if err != nil {
 					return d, true, err
 				}

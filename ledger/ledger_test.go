@@ -496,3 +496,64 @@ func TestProvisionIdempotentInBatches(t *testing.T) {
 		}
 	})
 }
+
+// Holds ended (cancelled or committed) long after they were taken are not
+// counted as in flight, however many transfers lie between a hold and its
+// end: not by Inspect, not by SetLimit when it lowers a limit, and not when
+// the newest transfers of a user are all cancellations.
+func TestEndedHoldsAreNotInFlight(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c := ledger.New(b.Client)
+		r := ledger.Resource{Name: "ended", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 100}
+		if err := c.CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 100}); err != nil {
+			t.Fatal(err)
+		}
+		reserve := func(n int) []*ledger.Reservation {
+			var rs []*ledger.Reservation
+			for range n {
+				rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 1})
+				if err != nil || !rv.OK() {
+					t.Fatalf("Reserve = %+v, %v", rv, err)
+				}
+				rs = append(rs, rv)
+			}
+			return rs
+		}
+		early := reserve(1) // the oldest hold, ended last
+		b.Advance(t, 2*time.Second)
+		kept := reserve(40)
+		firstKept := kept[0].Decision().Timestamp
+		b.Advance(t, 2*time.Second)
+		cancelled := append(reserve(20), early...)
+		for _, rv := range cancelled {
+			if err := rv.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u := inspect(t, c, r, "u")
+		if u.InFlight != 40 {
+			t.Fatalf("Inspect = %+v, want 40 in flight", u)
+		}
+		now := uint64(b.Now().UnixNano())
+		wantNext := time.Duration(firstKept + uint64(time.Hour) - now)
+		if d := u.NextRelease - wantNext; d < -500*time.Millisecond || d > 500*time.Millisecond {
+			t.Errorf("NextRelease = %v, want %v (the first kept hold's, not the cancelled one's)", u.NextRelease, wantNext)
+		}
+		lastKept := kept[len(kept)-1].Decision().Timestamp
+		wantReset := time.Duration(lastKept + uint64(time.Hour) - now)
+		if d := u.ResetAfter - wantReset; d < -500*time.Millisecond || d > 500*time.Millisecond {
+			t.Errorf("ResetAfter = %v, want %v (the last kept hold's)", u.ResetAfter, wantReset)
+		}
+		// Lowering the limit below what is in flight posts kept holds, never
+		// the cancelled ones.
+		if err := c.SetLimit(ctx, r, "u", 10); err != nil {
+			t.Fatalf("SetLimit(10) with 40 in flight: %v", err)
+		}
+		if u := inspect(t, c, r, "u"); u.Limit != 10 || u.Available != 0 {
+			t.Fatalf("after SetLimit(10): %+v, want limit 10, nothing available", u)
+		}
+	})
+}

@@ -396,14 +396,14 @@ const maxLimitSteps = 10000
 // nil when nothing is in flight any more.
 func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint64) ([]tb.Transfer, error) {
 	now := uint64(c.now().UnixNano())
-	flights, err := c.inFlight(ctx, uid, r.Window, now, 1)
+	flights, err := c.inFlight(ctx, uid, r.Window, now, 1, true)
 	if err != nil || len(flights) == 0 {
 		return nil, err
 	}
 	f := flights[0]
 	op := OperatorID(r.Ledger).tb()
 	post := tb.Transfer{
-		ID:              derive(roleLowerPost, 0, string(f.id[:])).tb(),
+		ID:              endID(roleLowerPost, f.id).tb(),
 		PendingID:       f.id.tb(),
 		DebitAccountID:  uid.tb(),
 		CreditAccountID: op,

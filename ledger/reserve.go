@@ -95,7 +95,7 @@ func (r *Reservation) Commit(ctx context.Context) error {
 // that a retry is applied once.
 func (r *Reservation) end(ctx context.Context, role byte, flags tb.TransferFlags) (tb.CreateTransferStatus, error) {
 	t := r.t
-	t.ID = derive(role, 0, string(r.d.ID[:])).tb()
+	t.ID = endID(role, r.d.ID).tb()
 	t.Flags = flags.ToUint16()
 	if flags.PostPendingTransfer {
 		t.Amount = tb.AmountMax // the whole pending amount
