@@ -581,12 +581,8 @@ func TestDemo(t *testing.T) {
 func TestServerUpReportsFailure(t *testing.T) {
 	t.Setenv(envMain, "1") // up re-executes this binary as tblimit
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tigerbeetle")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"fake tigerbeetle: cannot $1\" >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	e := &cliEnv{t: t, ctx: t.Context()}
-	r := e.code(ExitError, "tigerbeetle", "up", "--dir", filepath.Join(dir, "server"), "--binary", bin, "--port", "0")
+	r := e.code(ExitError, "tigerbeetle", "up", "--dir", filepath.Join(dir, "server"), "--binary", failingBinary(t), "--port", "0")
 	if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
 		t.Errorf("tigerbeetle up with a failing binary: stderr %q, want the binary's output", r.stderr)
 	}

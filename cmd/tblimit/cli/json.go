@@ -195,8 +195,11 @@ type changeJSON struct {
 }
 
 // serverJSON is the state of the local server: tigerbeetle up / status.
+// Running without Answering is a server whose processes are alive but that
+// did not answer in time (busy, or all its client sessions in use).
 type serverJSON struct {
-	Running     bool     `json:"running"`
+	Running     bool     `json:"running"`       // a process the state file records is alive
+	Answering   bool     `json:"answering"`     // and the server answered within --timeout
 	PID         int      `json:"pid,omitempty"` // the supervising tblimit process
 	ServerPID   int      `json:"server_pid,omitempty"`
 	Addresses   []string `json:"addresses"`
@@ -206,4 +209,6 @@ type serverJSON struct {
 	LogFile     string   `json:"log_file,omitempty"`
 	Development bool     `json:"development"`
 	Started     string   `json:"started,omitempty"`
+
+	pingErr error // why it is not answering, for the text output
 }

@@ -17,7 +17,14 @@ import (
 // two-process tests, and tigerbeetle up, re-execute it that way.
 const envMain = "TBLIMIT_CLI_TEST_MAIN"
 
+// envHung makes the test binary play a tigerbeetle server that runs but
+// never answers; see hungServer.
+const envHung = "TBLIMIT_CLI_TEST_HUNG"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envHung) == "1" {
+		os.Exit(hungServer())
+	}
 	if os.Getenv(envMain) == "1" {
 		os.Exit(int(Main()))
 	}

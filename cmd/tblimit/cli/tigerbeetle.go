@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,7 +136,7 @@ func newServerStatus(o *serverOptions) *cobra.Command {
 			if err := p.emit(st, func() { o.printStatus(p, st) }); err != nil {
 				return err
 			}
-			if !st.Running {
+			if !st.Running || !st.Answering {
 				return &exitError{code: ExitError}
 			}
 			return nil
@@ -146,6 +147,12 @@ func newServerStatus(o *serverOptions) *cobra.Command {
 func (o *serverOptions) printStatus(p *printer, st serverJSON) {
 	if !st.Running {
 		p.printf("tigerbeetle is not running (directory %s)\n", st.Dir)
+		return
+	}
+	if !st.Answering {
+		p.printf("tigerbeetle is running but not answering at %s (pid %d, supervisor pid %d): %s\n",
+			strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st))
+		p.printf("it may be busy or have all its client sessions in use; its log is %s; stop it with: %s\n", st.LogFile, o.downCommand(st))
 		return
 	}
 	p.printf("tigerbeetle is running at %s (cluster %d, pid %d), data in %s, log in %s\n",
@@ -170,7 +177,9 @@ func readState(dir string) (serverJSON, bool, error) {
 	return st, true, nil
 }
 
-// status reads the state and checks that the server answers.
+// status reads the state and checks the server: Running while a process the
+// state file records is alive, Answering if the server also answers a ping
+// within --timeout. Only a state without Running is stale.
 func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
 	dir, err := o.directory()
 	if err != nil {
@@ -180,17 +189,39 @@ func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
 	if err != nil || !ok {
 		return st, err
 	}
-	st.Running = false
-	if !alive(st.PID) || !alive(st.ServerPID) {
+	st.Running = ours(st.PID, st.Dir) || ours(st.ServerPID, st.Dir)
+	st.Answering = false
+	if !st.Running {
 		return st, nil
 	}
-	c, err := ledger.Dial(st.ClusterID, st.Addresses, ledger.WithTimeout(3*time.Second))
+	c, err := ledger.Dial(st.ClusterID, st.Addresses, ledger.WithTimeout(o.g.timeout))
 	if err != nil {
+		st.pingErr = err
 		return st, nil
 	}
 	defer c.Close()
-	st.Running = c.Ping(ctx) == nil
+	st.pingErr = c.Ping(ctx)
+	st.Answering = st.pingErr == nil
 	return st, nil
+}
+
+// why says why a running server is not answering.
+func (o *serverOptions) why(st serverJSON) string {
+	switch {
+	case st.pingErr == nil:
+		return "no answer"
+	case errors.Is(st.pingErr, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within %s (--timeout)", o.g.timeout)
+	}
+	return st.pingErr.Error()
+}
+
+// downCommand is the command that stops the server st describes.
+func (o *serverOptions) downCommand(st serverJSON) string {
+	if o.dir == "" {
+		return "tblimit tigerbeetle down"
+	}
+	return "tblimit tigerbeetle down --dir " + strconv.Quote(st.Dir)
 }
 
 func (o *serverOptions) up(ctx context.Context) error {
@@ -200,6 +231,13 @@ func (o *serverOptions) up(ctx context.Context) error {
 	}
 	p := o.g.out()
 	if st, err := o.status(ctx); err == nil && st.Running {
+		if !st.Answering {
+			// Starting another would fail on its port, and forgetting this
+			// one would leave down unable to stop it.
+			return fmt.Errorf("tigerbeetle is already running in %s but not answering at %s (pid %d, supervisor pid %d): %s; "+
+				"not starting a second one: stop it first with: %s",
+				st.Dir, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st), o.downCommand(st))
+		}
 		return p.emit(st, func() {
 			p.printf("already running\n")
 			o.printStatus(p, st)
@@ -216,7 +254,7 @@ func (o *serverOptions) up(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	_ = os.Remove(filepath.Join(dir, stateFile)) // a stale one, from a server that died
+	_ = os.Remove(filepath.Join(dir, stateFile)) // a stale one: its processes are gone
 	logPath := filepath.Join(dir, logFile)
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -328,6 +366,7 @@ func (o *serverOptions) serve(ctx context.Context) error {
 	}
 	st := serverJSON{
 		Running:     true,
+		Answering:   true, // Launch waited for an answer
 		PID:         os.Getpid(),
 		ServerPID:   proc.Cmd.Process.Pid,
 		Addresses:   proc.Addresses,
@@ -376,7 +415,7 @@ func (o *serverOptions) down(ctx context.Context) error {
 	stopped := false
 	if ok {
 		for _, pid := range []int{st.PID, st.ServerPID} {
-			if alive(pid) {
+			if ours(pid, st.Dir) {
 				stopped = true
 				if err := stop(ctx, pid); err != nil {
 					return err
@@ -395,7 +434,7 @@ func (o *serverOptions) down(ctx context.Context) error {
 			purged += " " + f
 		}
 	}
-	st.Running = false
+	st.Running, st.Answering = false, false
 	return p.emit(st, func() {
 		switch {
 		case stopped:
@@ -417,6 +456,22 @@ func alive(pid int) bool {
 	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ours reports whether pid is alive and is a process of the server in dir.
+// Where /proc shows command lines (Linux), both the supervisor's (tblimit
+// tigerbeetle serve --dir DIR) and the server's (tigerbeetle start
+// DIR/...tigerbeetle) name dir, which a process that took over the pid of a
+// dead one (after a crash or a reboot) does not; elsewhere the pid is trusted.
+func ours(pid int, dir string) bool {
+	if !alive(pid) {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || dir == "" {
+		return true // no /proc, or not allowed to look
+	}
+	return bytes.Contains(cmdline, []byte(dir)) // a zombie's is empty
 }
 
 // stop sends SIGTERM to pid and waits for it to go, then SIGKILL.

@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hungServer is the test binary with $TBLIMIT_CLI_TEST_HUNG=1: a server that
+// runs but never answers, like a busy one. It listens on a loopback port,
+// prints its address, reads what clients send and never replies, until it is
+// killed or its standard input closes (the test is gone).
+func hungServer() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(ln.Addr())
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// startHung starts a hungServer whose command line names dir, as those of
+// a supervisor and a server in dir do, and returns its pid, its address and
+// a channel closed once it has exited (it is reaped at once, so that it
+// leaves no zombie for down to wait on).
+func startHung(t *testing.T, dir string) (pid int, addr string, exited <-chan struct{}) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir)
+	cmd.Env = append(os.Environ(), envHung+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	if err != nil {
+		t.Fatalf("the hung server printed %q: %v", line, err)
+	}
+	return cmd.Process.Pid, strings.TrimSpace(line), done
+}
+
+// writeState records st as the state of the server in dir, as tigerbeetle
+// serve does.
+func writeState(t *testing.T, dir string, st serverJSON) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// failingBinary returns a tigerbeetle binary that fails at once: up gets that
+// far only if it decided to start a server.
+func failingBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tigerbeetle")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"fake tigerbeetle: cannot $1\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// A server whose processes are alive but that does not answer (busy, or all
+// its client sessions in use) is reported as running but not answering; up
+// neither forgets it nor starts a second one, and down still stops it.
+func TestServerNotAnswering(t *testing.T) {
+	t.Setenv(envMain, "1") // were up to start a server, it would re-execute this binary as tblimit
+	dir := t.TempDir()
+	super, _, superExited := startHung(t, dir)
+	server, addr, serverExited := startHung(t, dir)
+	state := writeState(t, dir, serverJSON{
+		Running: true, Answering: true, PID: super, ServerPID: server, Addresses: []string{addr},
+		Dir: dir, DataFile: filepath.Join(dir, "0_0.tigerbeetle"), LogFile: filepath.Join(dir, logFile), Development: true,
+	})
+	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
+
+	r := e.code(ExitError, "tigerbeetle", "status", "--dir", dir)
+	for _, want := range []string{"running but not answering", addr, fmt.Sprintf("pid %d", server), "no answer within 200ms", "tblimit tigerbeetle down --dir"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("tigerbeetle status = %q, want %q in it", r.stdout, want)
+		}
+	}
+	var st serverJSON
+	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	if !st.Running || st.Answering || st.PID != super || st.ServerPID != server {
+		t.Errorf("tigerbeetle status -o json = %+v, want running, not answering, pids %d and %d", st, super, server)
+	}
+
+	r = e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", failingBinary(t), "--port", "0")
+	for _, want := range []string{"not answering", addr, fmt.Sprintf("pid %d", server), "not starting a second one", "tblimit tigerbeetle down --dir"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("tigerbeetle up = %q on stderr, want %q in it", r.stderr, want)
+		}
+	}
+	if strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+		t.Errorf("tigerbeetle up: stdout %q, stderr %q, want one line on stderr", r.stdout, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, stateFile)); !bytes.Equal(b, state) {
+		t.Errorf("after tigerbeetle up, %s = %q, %v, want it unchanged", stateFile, b, err)
+	}
+
+	if out := e.ok("tigerbeetle", "down", "--dir", dir); !strings.Contains(out, fmt.Sprintf("stopped tigerbeetle (pid %d)", server)) {
+		t.Errorf("tigerbeetle down = %q, want it stopped", out)
+	}
+	for _, exited := range []<-chan struct{}{superExited, serverExited} {
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after tigerbeetle down, pid %d or %d still runs", super, server)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
+		t.Errorf("after tigerbeetle down, %s: %v, want it gone", stateFile, err)
+	}
+	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	if st.Running || st.Answering {
+		t.Errorf("tigerbeetle status after down = %+v, want not running", st)
+	}
+}
+
+// A state file whose processes are gone is stale: status says not running
+// and up replaces it. On Linux, a recorded pid that another process took
+// over (after a crash or a reboot) counts as gone.
+func TestServerStaleState(t *testing.T) {
+	t.Setenv(envMain, "1") // up re-executes this binary as tblimit
+	bin := failingBinary(t)
+	dir := t.TempDir()
+	pid, addr, exited := startHung(t, dir)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	type recorded struct {
+		name string
+		pid  int
+	}
+	cases := []recorded{{"exited", pid}}
+	if runtime.GOOS == "linux" {
+		cases = append(cases, recorded{"taken over", os.Getpid()}) // alive, but no process of a server in dir
+	}
+	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
+	for _, c := range cases {
+		writeState(t, dir, serverJSON{Running: true, Answering: true, PID: c.pid, ServerPID: c.pid, Addresses: []string{addr}, Dir: dir})
+		var st serverJSON
+		e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+		if st.Running || st.Answering {
+			t.Errorf("%s: tigerbeetle status = %+v, want not running", c.name, st)
+		}
+		r := e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", bin, "--port", "0")
+		if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
+			t.Errorf("%s: tigerbeetle up = %q on stderr, want it to have started the binary", c.name, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
+			t.Errorf("%s: after tigerbeetle up, %s: %v, want the stale one gone", c.name, stateFile, err)
+		}
+	}
+}
