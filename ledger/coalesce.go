@@ -16,8 +16,10 @@ import (
 // which takes as much as is available up to the total, and hands the units
 // it got to the waiting callers in arrival order (a caller whose amount no
 // longer fits is denied, a later smaller one may still fit). Units not
-// handed out are given back at once. The flush for different users goes out
-// as one batch. With wait 0 (the usual choice) a call that finds nothing in
+// handed out are given back at once. A user with a lone caller in a flush
+// gets an ordinary pending transfer, which takes the amount or fails and so
+// needs no lookup. The flush for different users goes out as one batch.
+// With wait 0 (the usual choice) a call that finds nothing in
 // flight for its user flushes at once, so only calls that would have queued
 // anyway are merged; a positive wait holds each flush back that long (timers
 // have the operating system's granularity, often about a millisecond) to
