@@ -346,23 +346,29 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 // lastExpiry returns the cluster time at which the last unit now in flight
 // out of uid returns (now if none is), reading its transfers from the
 // newest. A post or void is newer than the hold it ends, so it is read
-// first and the hold is skipped. No timeout is longer than the window, so
+// first and the hold is skipped. No timeout is longer than maxTimeout, so
 // the scan stops at the first transfer that could not return after what
-// was found.
+// was found; after a few pages it gives an upper estimate instead.
 func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, now uint64) (uint64, error) {
 	f := tb.AccountFilter{
 		AccountID: uid.tb(),
 		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
 	}
+	longest := uint64(maxTimeout(window))
 	last := now
 	ended := map[tb.Uint128]bool{}
-	for want := uint32(16); ; want = min(want*4, BatchMax) {
+	for pages, want := 0, uint32(16); ; pages, want = pages+1, min(want*4, BatchMax) {
+		if pages == 4 {
+			// Whatever is older than the last transfer read returns
+			// before that one's timestamp plus the longest timeout.
+			return max(last, f.TimestampMax+1+longest), nil
+		}
 		got, err := page(ctx, c, &f, &f.Limit, want, c.tb.GetAccountTransfers)
 		if err != nil {
 			return 0, err
 		}
 		for _, t := range got {
-			if t.Timestamp+uint64(window) <= last {
+			if t.Timestamp+longest <= last {
 				return last, nil
 			}
 			flags := t.TransferFlags()

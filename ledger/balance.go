@@ -48,7 +48,7 @@ type flight struct {
 // expired at cluster time now, ordered by when they return, reading pages
 // from the oldest until it has found want units (0: all of them). Units
 // posted by SetLimit are left out. Every unit in flight was created within
-// the last window, since no timeout is longer than the window.
+// the last window and a second (see maxTimeout).
 //
 // A hold is ended (posted or voided) by a later transfer, so when the scan
 // stops before the end, a hold it counts on may have been ended since.
@@ -62,7 +62,7 @@ type flight struct {
 func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64, exact bool) ([]flight, error) {
 	f := tb.AccountFilter{
 		AccountID:    uid.tb(),
-		TimestampMin: now - min(now, uint64(window)) + 1,
+		TimestampMin: now - min(now, uint64(maxTimeout(window))) + 1,
 		Flags:        tb.AccountFilterFlags{Debits: true}.ToUint32(),
 	}
 	var out []flight
@@ -108,6 +108,11 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 	return out, nil
 }
 
+// maxTimeout is the longest timeout of a hold on a resource of this window:
+// the window, or a second more for what a Client holds again on a remote
+// cluster (a lease's or a lowered limit's units, rounded up).
+func maxTimeout(window time.Duration) time.Duration { return window + time.Second }
+
 func sortFlights(fs []flight) {
 	slices.SortFunc(fs, func(a, b flight) int {
 		if a.expires != b.expires {
@@ -127,33 +132,22 @@ func liveUnits(fs []flight, done map[ID]bool) uint64 {
 	return n
 }
 
-// stillHeld finds out whether the holds that return first and make up want
-// units were ended by a post or void not read yet: it looks up the IDs
-// those would have, marks the holds found ended in done, and goes on with
-// the next holds until want units are known to be held, or the holds run
-// out (false).
+// stillHeld finds out whether the holds read so far were ended by a post
+// or void not read yet: it looks up, in one batch, the IDs those would have
+// for every hold not checked before, marks the holds found ended in done,
+// and reports whether those left make up want units.
 func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[ID]bool, want uint64) (bool, error) {
-	sortFlights(fs)
-	for {
-		var ids []tb.Uint128
-		var units uint64
-		for _, f := range fs {
-			if done[f.id] {
-				continue
-			}
-			if !checked[f.id] {
-				checked[f.id] = true
-				for _, id := range resolutionIDs(f.id) {
-					ids = append(ids, id.tb())
-				}
-			}
-			if units += f.amount; units >= want {
-				break
-			}
+	var ids []tb.Uint128
+	for _, f := range fs {
+		if done[f.id] || checked[f.id] {
+			continue
 		}
-		if len(ids) == 0 {
-			return units >= want, nil
+		checked[f.id] = true
+		for _, id := range resolutionIDs(f.id) {
+			ids = append(ids, id.tb())
 		}
+	}
+	if len(ids) > 0 {
 		ended, err := lookup(ctx, c, ids, c.tb.LookupTransfers)
 		if err != nil {
 			return false, err
@@ -162,6 +156,7 @@ func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[I
 			done[fromTB(t.PendingID)] = true
 		}
 	}
+	return liveUnits(fs, done) >= want, nil
 }
 
 // resolutionIDs are the IDs of every transfer this package may send to end

@@ -201,7 +201,10 @@ func (c *Client) flushGroups(ctx context.Context, batch []*keyQueue, groups [][]
 			created = append(created, ts[i].ID)
 		}
 	}
-	got, err := lookup(ctx, c, created, c.tb.LookupTransfers)
+	var got []tb.Transfer
+	if len(created) > 0 {
+		got, err = lookup(ctx, c, created, c.tb.LookupTransfers)
+	}
 	if err == nil && len(got) != len(created) {
 		err = fmt.Errorf("ledger: %d of %d coalesced transfers found", len(got), len(created))
 	}

@@ -142,8 +142,8 @@ func TestExactSizeLeaseAndLoneCallerTakeAllOrNothing(t *testing.T) {
 				if u := inspect(t, c, r, "u"); u.InFlight != 3 {
 					t.Fatalf("Inspect = %+v, want the 3 admitted units in flight", u)
 				}
-				if n := c.Stats().LookupTransfers.Events; n != 0 {
-					t.Fatalf("%d transfers looked up, want none", n)
+				if n := c.Stats().LookupTransfers; n.Events != 0 || n.Requests != 0 {
+					t.Fatalf("lookup_transfers: %+v, want no request", n)
 				}
 			})
 		}

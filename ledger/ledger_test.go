@@ -557,3 +557,40 @@ func TestEndedHoldsAreNotInFlight(t *testing.T) {
 		}
 	})
 }
+
+// Lowering a limit far below what is in flight takes a few steps, not one
+// per hold: the requests it sends do not grow with the square of the holds.
+func TestSetLimitLowersManyHoldsInFewRequests(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const n = 300
+		c := ledger.New(b.Client)
+		r := ledger.Resource{Name: "many", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: n}
+		if err := c.CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: n}); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1}); err != nil || !d.Allowed {
+				t.Fatalf("Acquire = %+v, %v", d, err)
+			}
+		}
+		before := c.Stats()
+		if err := c.SetLimit(ctx, r, "u", 1); err != nil {
+			t.Fatal(err)
+		}
+		after := c.Stats()
+		sent := after.LookupTransfers.Requests - before.LookupTransfers.Requests +
+			after.GetAccountTransfers.Requests - before.GetAccountTransfers.Requests +
+			after.CreateTransfers.Requests - before.CreateTransfers.Requests +
+			after.LookupAccounts.Requests - before.LookupAccounts.Requests
+		t.Logf("SetLimit(1) with %d holds in flight: %d requests", n, sent)
+		if sent > 60 {
+			t.Errorf("SetLimit(1) with %d holds in flight sent %d requests", n, sent)
+		}
+		if u := inspect(t, c, r, "u"); u.Limit != 1 || u.InFlight != 1 || u.Available != 0 {
+			t.Fatalf("after SetLimit(1): %+v, want limit 1, 1 in flight", u)
+		}
+	})
+}

@@ -388,63 +388,78 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 // races, so this is only reached if something is wrong.
 const maxLimitSteps = 10000
 
-// lowerInFlight returns the chain that takes up to by units of limit back
-// when none is available: it posts the unit in flight that returns first,
-// making it permanent. If that unit is larger than what is left to take, the
-// excess is given back and held by a pending transfer until the unit would
-// have returned, so nothing returns earlier than it would have. It returns
-// nil when nothing is in flight any more.
+// lowerInFlight returns the transfers that take up to by units of limit
+// back when none is available: they post the units in flight that return
+// first (at most maxLowerPosts holds a step), making them permanent. If the
+// last of them is larger than what is left to take, its excess is given
+// back and held by a pending transfer until the units would have returned,
+// so nothing returns earlier than it would have. It returns nil when
+// nothing is in flight any more.
 func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint64) ([]tb.Transfer, error) {
 	now := uint64(c.now().UnixNano())
-	flights, err := c.inFlight(ctx, uid, r.Window, now, 1, true)
+	flights, err := c.inFlight(ctx, uid, r.Window, now, by, true)
 	if err != nil || len(flights) == 0 {
 		return nil, err
 	}
-	f := flights[0]
 	op := OperatorID(r.Ledger).tb()
-	post := tb.Transfer{
-		ID:              endID(roleLowerPost, f.id).tb(),
-		PendingID:       f.id.tb(),
-		DebitAccountID:  uid.tb(),
-		CreditAccountID: op,
-		Amount:          tb.ToUint128(f.amount),
-		Ledger:          r.Ledger,
-		Code:            f.code,
-		Flags:           tb.TransferFlags{PostPendingTransfer: true}.ToUint16(),
+	var out []tb.Transfer
+	left := by
+	for _, f := range flights[:min(len(flights), maxLowerPosts)] {
+		if left == 0 {
+			break
+		}
+		post := tb.Transfer{
+			ID:              endID(roleLowerPost, f.id).tb(),
+			PendingID:       f.id.tb(),
+			DebitAccountID:  uid.tb(),
+			CreditAccountID: op,
+			Amount:          tb.ToUint128(f.amount),
+			Ledger:          r.Ledger,
+			Code:            f.code,
+			Flags:           tb.TransferFlags{PostPendingTransfer: true}.ToUint16(),
+		}
+		if f.amount <= left {
+			out = append(out, post)
+			left -= f.amount
+			continue
+		}
+		excess := f.amount - left
+		left = 0
+		post.Flags = tb.TransferFlags{PostPendingTransfer: true, Linked: true}.ToUint16()
+		refund := tb.Transfer{
+			ID:              derive(roleRefund, 0, string(f.id[:])).tb(),
+			DebitAccountID:  op,
+			CreditAccountID: uid.tb(),
+			Amount:          tb.ToUint128(excess),
+			Ledger:          r.Ledger,
+			Code:            codeRefund,
+			Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
+		}
+		// The hold lasts until the unit would have expired, rounded up to
+		// whole seconds, plus, on a remote cluster, a second for the
+		// difference between this clock and the cluster's.
+		secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
+		if !c.inProcess {
+			secs++
+		}
+		hold := tb.Transfer{
+			ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
+			DebitAccountID:  uid.tb(),
+			CreditAccountID: op,
+			Amount:          tb.ToUint128(excess),
+			Timeout:         uint32(min(secs, math.MaxUint32)),
+			Ledger:          r.Ledger,
+			Code:            codeRefundLock,
+			Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+		}
+		out = append(out, post, refund, hold)
 	}
-	if f.amount <= by {
-		return []tb.Transfer{post}, nil
-	}
-	excess := f.amount - by
-	post.Flags = tb.TransferFlags{PostPendingTransfer: true, Linked: true}.ToUint16()
-	refund := tb.Transfer{
-		ID:              derive(roleRefund, 0, string(f.id[:])).tb(),
-		DebitAccountID:  op,
-		CreditAccountID: uid.tb(),
-		Amount:          tb.ToUint128(excess),
-		Ledger:          r.Ledger,
-		Code:            codeRefund,
-		Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
-	}
-	// The hold lasts until the unit would have expired, rounded up to whole
-	// seconds, plus, on a remote cluster, a second for the difference
-	// between this clock and the cluster's.
-	secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
-	if !c.inProcess {
-		secs++
-	}
-	hold := tb.Transfer{
-		ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
-		DebitAccountID:  uid.tb(),
-		CreditAccountID: op,
-		Amount:          tb.ToUint128(excess),
-		Timeout:         uint32(min(secs, math.MaxUint32)),
-		Ledger:          r.Ledger,
-		Code:            codeRefundLock,
-		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
-	}
-	return []tb.Transfer{post, refund, hold}, nil
+	return out, nil
 }
+
+// maxLowerPosts bounds the holds one step of SetLimit posts: a request a
+// --development server takes.
+const maxLowerPosts = 64
 
 // createOne creates one transfer whose only acceptable outcome is created
 // (or exists). id_already_failed is passed through as a StatusError.
