@@ -18,7 +18,9 @@ import "time"
 //     they can be in flight together. Each caller claims chunk decisions
 //     at a time and makes them one after the other, so any two decisions
 //     less than chunk × callers apart in the sequence are counted as
-//     mergeable: more than a real cell allows, so this floor is low.
+//     mergeable: more than the callers usually have in flight together,
+//     though a caller stalled far behind the others could hold a decision
+//     longer. It is a model of the closed loop, not a proof.
 //   - Lease: a lease serves at most K units of one key, all admitted within
 //     τ of its first one.
 //   - WindowLease: the same with τ = the window and K = the limit: the
@@ -33,9 +35,10 @@ type floor struct {
 	Exact       float64 `json:"exact"`
 	Lease       float64 `json:"lease"`
 	WindowLease float64 `json:"window_lease"`
-	// SingleShare is the share of admitted decisions that are alone in
-	// their (key, τ) interval: each costs a transfer in any scheme that
-	// does not take units for a key before it is asked.
+	// SingleShare is the share of admitted decisions with no other
+	// admitted decision of their key within τ before or after: each costs
+	// a transfer in any scheme that does not take units for a key before
+	// it is asked.
 	SingleShare float64 `json:"single_share"`
 	LeaseTau    string  `json:"lease_tau"`
 	LeaseK      uint64  `json:"lease_k"`
@@ -53,10 +56,12 @@ func floors(w *workload, n int64, callers int, elapsed, window, tau time.Duratio
 		open  bool
 	}
 	type keyState struct {
-		log                []int64 // instants of the admitted units in the window (a ring of limit)
+		log                []int64 // instants of the admitted units in the window (a ring, grown up to limit)
 		head, size         int
 		exact, lease, wide cover
-		lastAlone          bool // the open lease has served one decision so far
+		last               int64 // instant of the last admitted decision
+		lastAlone          bool  // it had none within τ before it
+		seen               bool
 	}
 	keys := make([]keyState, w.users)
 	span := int64(chunk * callers)
@@ -73,15 +78,19 @@ func floors(w *workload, n int64, callers int, elapsed, window, tau time.Duratio
 	for i := int64(0); i < n; i++ {
 		ks := &keys[w.key(i)]
 		t := int64(float64(i) * step)
-		if ks.log == nil {
-			ks.log = make([]int64, w.limit)
-		}
 		for ks.size > 0 && ks.log[ks.head] <= t-int64(window) {
 			ks.head = (ks.head + 1) % len(ks.log)
 			ks.size--
 		}
-		if ks.size == len(ks.log) {
+		if uint64(ks.size) == w.limit {
 			continue // denied
+		}
+		if ks.size == len(ks.log) { // full below the limit: grow, oldest first
+			grown := make([]int64, ks.size, min(max(2*ks.size, 4), int(min(w.limit, 1<<30))))
+			for j := range ks.size {
+				grown[j] = ks.log[(ks.head+j)%len(ks.log)]
+			}
+			ks.log, ks.head = grown[:cap(grown)], 0
 		}
 		ks.log[(ks.head+ks.size)%len(ks.log)] = t
 		ks.size++
@@ -91,19 +100,18 @@ func floors(w *workload, n int64, callers int, elapsed, window, tau time.Duratio
 		}
 		if take(&ks.lease, t, int64(tau), k) {
 			lease++
-			if ks.lastAlone {
-				alone++
-			}
-			ks.lastAlone = true
-		} else {
-			ks.lastAlone = false
 		}
 		if take(&ks.wide, t, int64(window), w.limit) {
 			wide++
 		}
+		near := ks.seen && t-ks.last < int64(tau)
+		if ks.seen && ks.lastAlone && !near {
+			alone++ // the previous one: nothing within τ on either side
+		}
+		ks.last, ks.lastAlone, ks.seen = t, !near, true
 	}
 	for _, ks := range keys {
-		if ks.lastAlone {
+		if ks.seen && ks.lastAlone {
 			alone++
 		}
 	}

@@ -20,10 +20,28 @@ func TestFloorsOneKey(t *testing.T) {
 	if !sameFloor(*f, want) {
 		t.Fatalf("floors = %+v, want %+v", *f, want)
 	}
-	// Leases of 1 unit serve one decision each: all alone.
+	// Leases of 1 unit serve one decision each, but no decision is alone:
+	// each has another of its key within τ.
 	f = floors(w, 100, 1, 2500*time.Millisecond, time.Second, 50*time.Millisecond, 1)
-	if f.Lease != 1 || f.SingleShare != 1 {
-		t.Fatalf("K=1: lease %v, alone %v; want 1 and 1", f.Lease, f.SingleShare)
+	if f.Lease != 1 || f.SingleShare != 0 {
+		t.Fatalf("K=1: lease %v, alone %v; want 1 and 0", f.Lease, f.SingleShare)
+	}
+	// Decisions 100ms apart with τ = 50ms are all alone; with τ = 150ms none is.
+	w = hotWorkload(100)
+	if f = floors(w, 10, 1, time.Second, time.Minute, 50*time.Millisecond, 10); f.SingleShare != 1 || f.Lease != 1 {
+		t.Fatalf("100ms apart, τ 50ms: alone %v, lease %v; want 1 and 1", f.SingleShare, f.Lease)
+	}
+	if f = floors(w, 10, 1, time.Second, time.Minute, 150*time.Millisecond, 10); f.SingleShare != 0 || f.Lease != 0.5 {
+		t.Fatalf("100ms apart, τ 150ms: alone %v, lease %v; want 0 and 0.5", f.SingleShare, f.Lease)
+	}
+}
+
+// A key's log grows with what it admits, not with its limit.
+func TestFloorsHugeLimit(t *testing.T) {
+	w := hotWorkload(1 << 40)
+	f := floors(w, 1000, 1, time.Second, time.Minute, time.Millisecond, 1<<36)
+	if f.Admitted != 1000 || f.Raw != 1 {
+		t.Fatalf("floors = %+v, want all 1000 admitted", *f)
 	}
 }
 

@@ -269,8 +269,8 @@ type baselineRatio struct {
 	LeaseTarget float64 `json:"lease_target,omitempty"`
 	ExactMet    string  `json:"exact_met,omitempty"`
 	LeaseMet    string  `json:"lease_met,omitempty"`
-	// The floors over the baseline: a threshold below its floor cannot be
-	// met on this cell by any implementation.
+	// The floors over the baseline: a threshold below its floor is out of
+	// reach on this cell for any implementation (under floor's model).
 	ExactFloor float64 `json:"exact_floor,omitempty"`
 	LeaseFloor float64 `json:"lease_floor,omitempty"`
 }
@@ -729,8 +729,9 @@ func (rep *report) issue6Text(w io.Writer) {
 floor: the fewest tr/adm any limiter of that kind could send on that row's cell, knowing the
   future (bench/floor.go): exact merges only decisions that can be in flight together (any two
   fewer than 16 × callers apart in the sequence); lease, leases of the row's τ and K; any lease,
-  leases of the whole limit held for a whole window. A threshold times the baseline below the
-  floor cannot be met on that cell by any implementation.`)
+  leases of the whole limit held for a whole window. The lease floors are exact for the
+  modelled arrival times; the exact floor is a model of the closed loop (a caller stalled
+  far behind the others could merge more), not a proof.`)
 }
 
 // perAdmitted formats a per-admitted figure with three significant digits.
