@@ -346,15 +346,16 @@ func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts [
 // lastExpiry returns the cluster time at which the last unit now in flight
 // out of uid returns (now if none is), reading its transfers from the
 // newest. A post or void is newer than the hold it ends, so it is read
-// first and the hold is skipped. No timeout is longer than maxTimeout, so
-// the scan stops at the first transfer that could not return after what
-// was found; after a few pages it gives an upper estimate instead.
+// first and the hold is skipped. The scan stops at the first transfer that
+// could not return after what was found, if no timeout is longer than
+// window (callers that must see a remote re-hold's extra second pass
+// maxTimeout); after a few pages it gives an upper estimate instead.
 func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, now uint64) (uint64, error) {
 	f := tb.AccountFilter{
 		AccountID: uid.tb(),
 		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
 	}
-	longest := uint64(maxTimeout(window))
+	longest := uint64(window)
 	last := now
 	ended := map[tb.Uint128]bool{}
 	for pages, want := 0, uint32(16); ; pages, want = pages+1, min(want*4, BatchMax) {

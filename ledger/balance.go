@@ -48,7 +48,9 @@ type flight struct {
 // expired at cluster time now, ordered by when they return, reading pages
 // from the oldest until it has found want units (0: all of them). Units
 // posted by SetLimit are left out. Every unit in flight was created within
-// the last window and a second (see maxTimeout).
+// the last window, or, for what a Client holds again on a remote cluster,
+// within the last maxTimeout: callers that must see those (Inspect,
+// SetLimit) pass maxTimeout(window) as the window.
 //
 // A hold is ended (posted or voided) by a later transfer, so when the scan
 // stops before the end, a hold it counts on may have been ended since.
@@ -62,7 +64,7 @@ type flight struct {
 func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64, exact bool) ([]flight, error) {
 	f := tb.AccountFilter{
 		AccountID:    uid.tb(),
-		TimestampMin: now - min(now, uint64(maxTimeout(window))) + 1,
+		TimestampMin: now - min(now, uint64(window)) + 1,
 		Flags:        tb.AccountFilterFlags{Debits: true}.ToUint32(),
 	}
 	var out []flight

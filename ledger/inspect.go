@@ -50,7 +50,7 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 		return u, nil
 	}
 	now := uint64(c.now().UnixNano())
-	flights, err := c.inFlight(ctx, uid, r.Window, now, 1, true)
+	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), now, 1, true)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -63,7 +63,7 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 		}
 		u.NextRelease = time.Duration(next - now)
 	}
-	last, err := c.lastExpiry(ctx, uid, r.Window, now)
+	last, err := c.lastExpiry(ctx, uid, maxTimeout(r.Window), now)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -99,7 +99,7 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 	} else if !ok {
 		return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 	}
-	flights, err := c.inFlight(ctx, uid, r.Window, uint64(c.now().UnixNano()), 0, true)
+	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), uint64(c.now().UnixNano()), 0, true)
 	if err != nil {
 		return nil, err
 	}
