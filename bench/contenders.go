@@ -61,8 +61,12 @@ func (o opCount) sub(p opCount) opCount {
 }
 
 // leaseLifetime is τ of the rows with leases (ledger.Leases' default); their
-// K is ledger's default, a tenth of the limit.
+// K is ledger's default, leaseUnits.
 const leaseLifetime = 100 * time.Millisecond
+
+// leaseUnits is K, the most units of one lease, for a key of limit units:
+// ledger.Leases' default, a tenth of the limit, at least 1.
+func leaseUnits(limit uint64) uint64 { return max(1, limit/10) }
 
 // withLeases is the option of the "+leases" rows.
 func withLeases() ledger.Option { return ledger.WithLeases(ledger.Leases{Lifetime: leaseLifetime}) }
@@ -75,8 +79,7 @@ func (c *contender) windowBounds(limit uint64, window time.Duration) []windowBou
 	if c.leaseLifetime == 0 {
 		return []windowBound{{window, limit}}
 	}
-	k := max(1, limit/10)
-	return []windowBound{{window - c.leaseLifetime, limit}, {window, limit + k}}
+	return []windowBound{{window - c.leaseLifetime, limit}, {window, limit + leaseUnits(limit)}}
 }
 
 // tblimit on the embedded engine: the request-rate recipe, as a user writes

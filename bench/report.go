@@ -131,7 +131,7 @@ func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration
 		r.AllocsScope = "client side"
 	}
 	if c.semantics != bucket {
-		r.Floor = floors(cl.w, r.Decisions, cl.callers, elapsed, cl.window, leaseLifetime, max(1, cl.w.limit/10))
+		r.Floor = floors(cl.w, r.Decisions, cl.callers, elapsed, cl.window, leaseLifetime, leaseUnits(cl.w.limit))
 	}
 	r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
 	r.Check = r.Expected.check(r.Admitted)
