@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -123,16 +122,13 @@ func validAmount(amount uint64) error {
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's Policy decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
-	if (c.leases != nil || c.coalesce != nil) && req.ID.IsZero() {
-		if err := validHold(r, req); err != nil {
-			return Decision{}, err
-		}
-		if c.leases != nil {
-			return c.acquireLeased(ctx, r, req)
-		}
-		return c.acquireCoalesced(ctx, r, req)
+	if err := validHold(r, req); err != nil {
+		return Decision{}, err
 	}
-	ds, err := c.AcquireAll(ctx, []Hold{{Resource: r, Request: req}})
+	if c.leases != nil && req.ID.IsZero() {
+		return c.acquireLeased(ctx, r, req)
+	}
+	ds, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
 	if len(ds) == 0 {
 		return Decision{}, err
 	}
@@ -149,9 +145,9 @@ func validHold(r Resource, req Request) error {
 	return validAmount(req.Amount)
 }
 
-// hold returns a new pending transfer that takes amount units of r from
+// newHold returns a new pending transfer that takes amount units of r from
 // account uid for one window, with the extra flags given.
-func hold(r Resource, uid ID, amount uint64, flags tb.TransferFlags) tb.Transfer {
+func newHold(r Resource, uid ID, amount uint64, flags tb.TransferFlags) tb.Transfer {
 	secs, _ := WindowSeconds(r.Window)
 	flags.Pending = true
 	return tb.Transfer{
@@ -164,15 +160,6 @@ func hold(r Resource, uid ID, amount uint64, flags tb.TransferFlags) tb.Transfer
 		Code:            codeAcquire,
 		Flags:           flags.ToUint16(),
 	}
-}
-
-// missing explains why user key has no account on r: there is no such
-// resource, or no such user.
-func (c *Client) missing(ctx context.Context, r Resource, key string) error {
-	if _, err := c.Resource(ctx, r.Ledger); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 }
 
 // Hold is one part of an AcquireAll: units of one resource for one user.
@@ -191,214 +178,39 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 	if len(holds) == 0 || len(holds) > BatchMax {
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
 	}
-	ids := make([]ID, len(holds))
-	for i, h := range holds {
+	for _, h := range holds {
 		if err := validHold(h.Resource, h.Request); err != nil {
 			return nil, err
 		}
-		ids[i] = UserID(h.Resource.Ledger, h.Request.User)
 	}
-	if len(holds) == 1 && holds[0].Request.ID.IsZero() {
-		if d, ok := c.drain.deny(ids[0], holds[0].Request.Amount, uint64(c.now().UnixNano())); ok {
-			return []Decision{d}, nil
+	return c.acquire(ctx, holds, true)
+}
+
+// acquire decides valid holds as one chain. A chain that retries no
+// caller's attempt is denied without I/O when a user's view allows it;
+// merge says whether coalescing may merge a single hold with others (not
+// for a Reservation, whose transfer is ended on its own).
+func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decision, error) {
+	us := make([]*user, len(holds))
+	retry := false
+	for i, h := range holds {
+		us[i] = c.users.get(UserID(h.Resource.Ledger, h.Request.User), h.Resource)
+		retry = retry || !h.Request.ID.IsZero()
+	}
+	if !retry {
+		if ds, ok := c.denyLocally(holds, us); ok {
+			return ds, nil
 		}
 	}
-	chain := make([]tb.Transfer, len(holds))
+	o := &op{exact: c.exact}
 	for i, h := range holds {
-		chain[i] = hold(h.Resource, ids[i], h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
+		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
 		if !h.Request.ID.IsZero() {
-			chain[i].ID = h.Request.ID.tb()
+			t.ID = h.Request.ID.tb()
 		}
-		chain[i].UserData64 = h.Request.Ref
+		t.UserData64 = h.Request.Ref
+		o.hold(t, us[i])
 	}
-	for provisioned := false; ; provisioned = true {
-		res, accounts, err := c.submit(ctx, chain, ids)
-		if err != nil {
-			return c.unavailableDecisions(chain, err)
-		}
-		ds := make([]Decision, len(chain))
-		var lazy []int
-		failed := false
-		for i, s := range res {
-			ds[i] = Decision{ID: fromTB(chain[i].ID), Timestamp: s.Timestamp}
-			switch s.Status {
-			case tb.TransferCreated:
-				ds[i].Allowed = true
-			case tb.TransferLinkedEventFailed:
-			case tb.TransferExceedsCredits, tb.TransferIDAlreadyFailed:
-				ds[i].Reason = LimitExceeded
-				failed = true
-			case tb.TransferDebitAccountNotFound:
-				// Handled below for every hold of the chain at once.
-			case tb.TransferCreditAccountNotFound:
-				return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, holds[i].Resource.Ledger)
-			default:
-				if strings.HasPrefix(s.Status.String(), "TransferExistsWith") {
-					return nil, fmt.Errorf("%w: %s was already used for a different request (%s)", ErrInvalidID, fromTB(chain[i].ID), s.Status)
-				}
-				return nil, transferStatusError(i, s.Status)
-			}
-		}
-		for i, a := range accounts {
-			if !fromTB(a.ID).IsZero() {
-				continue
-			}
-			if !holds[i].Resource.Lazy || provisioned {
-				return nil, c.missing(ctx, holds[i].Resource, holds[i].Request.User)
-			}
-			lazy = append(lazy, i)
-		}
-		if failed {
-			for i := range ds {
-				ds[i].Allowed = false
-			}
-		}
-		if len(lazy) == 0 {
-			if err := c.explain(ctx, holds, ids, accounts, ds); err != nil {
-				return ds, err
-			}
-			if !failed || provisioned {
-				return ds, nil
-			}
-			// A lazy user whose account was created but never credited (a
-			// crash between the two steps) would be denied for ever:
-			// provisioning again is safe, since its credit has a fixed ID.
-			for i, d := range ds {
-				if holds[i].Resource.Lazy && d.Limit == 0 && d.Reason == LimitExceeded {
-					lazy = append(lazy, i)
-				}
-			}
-			if len(lazy) == 0 {
-				return ds, nil
-			}
-		}
-		if err := c.provisionLazy(ctx, holds, lazy); err != nil {
-			return nil, err
-		}
-		for i := range chain {
-			chain[i].ID = NewID().tb() // a new attempt: TigerBeetle spent the failed IDs
-		}
-	}
-}
-
-// provisionLazy provisions the users of the lazy holds listed in idx with
-// their resource's default limit.
-func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) error {
-	for _, i := range idx {
-		h := holds[i]
-		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: h.Resource.DefaultLimit}}, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// explain fills in limits, remaining units and, for denials, when enough
-// units return, from the accounts (ids) as they were just after the decision.
-func (c *Client) explain(ctx context.Context, holds []Hold, ids []ID, accounts []tb.Account, ds []Decision) error {
-	for i, h := range holds {
-		a := accounts[i]
-		if fromTB(a.ID).IsZero() {
-			continue
-		}
-		b, err := balanceOf(a)
-		if err != nil {
-			return err
-		}
-		d := &ds[i]
-		d.Limit, d.Remaining = b.Limit, b.Available
-		if d.Allowed {
-			d.ResetAfter = h.Resource.Window
-			continue
-		}
-		amount := h.Request.Amount
-		if d.Reason == Admitted && amount > b.Available {
-			d.Reason = LimitExceeded // a later link of a chain that failed earlier
-		}
-		now := d.Timestamp
-		var flights []flight
-		if d.Reason == LimitExceeded {
-			switch {
-			case amount > b.Limit:
-				d.RetryAfter = -1
-			case amount > b.Available:
-				flights, err = c.inFlight(ctx, ids[i], h.Resource.Window, now, amount-b.Available, false)
-				if err != nil {
-					return err
-				}
-				d.RetryAfter = max(releaseAfter(flights, now, amount-b.Available), 0)
-			}
-		}
-		if b.InFlight > 0 {
-			last, err := c.lastExpiry(ctx, ids[i], h.Resource.Window, now)
-			if err != nil {
-				return err
-			}
-			d.ResetAfter = time.Duration(last - min(last, now))
-			if b.Available == 0 && len(holds) == 1 {
-				c.drain.learn(ids[i], b.Limit, flights, last, now, uint64(c.now().UnixNano()), c.denyCacheBound())
-			}
-		}
-	}
-	return nil
-}
-
-// lastExpiry returns the cluster time at which the last unit now in flight
-// out of uid returns (now if none is), reading its transfers from the
-// newest. A post or void is newer than the hold it ends, so it is read
-// first and the hold is skipped. The scan stops at the first transfer that
-// could not return after what was found, if no timeout is longer than
-// window (callers that must see a remote re-hold's extra second pass
-// maxTimeout); after a few pages it gives an upper estimate instead.
-func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, now uint64) (uint64, error) {
-	f := tb.AccountFilter{
-		AccountID: uid.tb(),
-		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
-	}
-	longest := uint64(window)
-	last := now
-	ended := map[tb.Uint128]bool{}
-	for pages, want := 0, uint32(16); ; pages, want = pages+1, min(want*4, BatchMax) {
-		if pages == 4 {
-			// Whatever is older than the last transfer read returns
-			// before that one's timestamp plus the longest timeout.
-			return max(last, f.TimestampMax+1+longest), nil
-		}
-		got, err := page(ctx, c, &f, &f.Limit, want, c.tb.GetAccountTransfers)
-		if err != nil {
-			return 0, err
-		}
-		for _, t := range got {
-			if t.Timestamp+longest <= last {
-				return last, nil
-			}
-			flags := t.TransferFlags()
-			switch {
-			case flags.PostPendingTransfer || flags.VoidPendingTransfer:
-				ended[t.PendingID] = true
-			case flags.Pending && !ended[t.ID]:
-				last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
-			}
-		}
-		if len(got) < int(f.Limit) {
-			return last, nil
-		}
-		f.TimestampMax = got[len(got)-1].Timestamp - 1
-	}
-}
-
-// unavailableDecisions applies the Client's Policy to a chain whose answer
-// did not come.
-func (c *Client) unavailableDecisions(chain []tb.Transfer, err error) ([]Decision, error) {
-	if !errors.Is(err, ErrUnavailable) {
-		return nil, err
-	}
-	ds := make([]Decision, len(chain))
-	for i := range ds {
-		ds[i] = Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: fromTB(chain[i].ID)}
-	}
-	if c.unavailable == ReturnError {
-		return ds, &attemptError{id: fromTB(chain[0].ID), err: err}
-	}
-	return ds, nil
+	o.merge = merge && len(holds) == 1 && !retry && holds[0].Request.Ref == 0 && !c.exact
+	return c.decide(ctx, o, holds)
 }

@@ -71,7 +71,7 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 	done := map[ID]bool{}    // holds ended by a post or void
 	checked := map[ID]bool{} // holds whose post and void were looked up
 	for {
-		got, err := page(ctx, c, &f, &f.Limit, pageSize(want-min(want, liveUnits(out, done))), c.tb.GetAccountTransfers)
+		got, err := c.conn.AccountTransfers(ctx, &f, pageSize(want-min(want, liveUnits(out, done))))
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[I
 		}
 	}
 	if len(ids) > 0 {
-		ended, err := lookup(ctx, c, ids, c.tb.LookupTransfers)
+		ended, err := c.conn.LookupTransfers(ctx, ids)
 		if err != nil {
 			return false, err
 		}
@@ -211,4 +211,48 @@ func releaseAfter(flights []flight, now, need uint64) time.Duration {
 
 func sortAccounts(as []tb.Account) {
 	slices.SortFunc(as, func(a, b tb.Account) int { return cmpU64(a.Timestamp, b.Timestamp) })
+}
+
+// lastExpiry returns the cluster time at which the last unit now in flight
+// out of uid returns (now if none is), reading its transfers from the
+// newest. A post or void is newer than the hold it ends, so it is read
+// first and the hold is skipped. The scan stops at the first transfer that
+// could not return after what was found, if no timeout is longer than
+// window (callers that must see a remote re-hold's extra second pass
+// maxTimeout); after a few pages it gives an upper estimate instead.
+func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, now uint64) (uint64, error) {
+	f := tb.AccountFilter{
+		AccountID: uid.tb(),
+		Flags:     tb.AccountFilterFlags{Debits: true, Reversed: true}.ToUint32(),
+	}
+	longest := uint64(window)
+	last := now
+	ended := map[tb.Uint128]bool{}
+	for pages, want := 0, uint32(16); ; pages, want = pages+1, min(want*4, BatchMax) {
+		if pages == 4 {
+			// Whatever is older than the last transfer read returns
+			// before that one's timestamp plus the longest timeout.
+			return max(last, f.TimestampMax+1+longest), nil
+		}
+		got, err := c.conn.AccountTransfers(ctx, &f, want)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range got {
+			if t.Timestamp+longest <= last {
+				return last, nil
+			}
+			flags := t.TransferFlags()
+			switch {
+			case flags.PostPendingTransfer || flags.VoidPendingTransfer:
+				ended[t.PendingID] = true
+			case flags.Pending && !ended[t.ID]:
+				last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+			}
+		}
+		if len(got) < int(f.Limit) {
+			return last, nil
+		}
+		f.TimestampMax = got[len(got)-1].Timestamp - 1
+	}
 }

@@ -3,14 +3,18 @@ package ledger
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tblimit/tblimit/ledger/internal/conn"
 )
+
+func unavailable(err error) error { return conn.Unavailable(err) }
 
 var (
 	// ErrUnavailable means the cluster did not answer within the call's
 	// deadline, or the client was closed. The call may still be applied
 	// later: a reservation sent before the deadline can count against the
 	// limit afterwards (conservative: it never admits more).
-	ErrUnavailable = errors.New("ledger: cluster unavailable")
+	ErrUnavailable = conn.ErrUnavailable
 	// ErrInvalidResource means a Resource definition is not valid.
 	ErrInvalidResource = errors.New("ledger: invalid resource")
 	// ErrInvalidWindow means a window is not a whole number of seconds
@@ -31,7 +35,7 @@ var (
 	// with a different definition.
 	ErrResourceMismatch = errors.New("ledger: resource exists with a different definition")
 	// ErrTooMany means a batch holds more events than one request can carry.
-	ErrTooMany = errors.New("ledger: too many events in one batch")
+	ErrTooMany = conn.ErrTooMany
 )
 
 // StatusError reports a TigerBeetle result that this package did not expect:

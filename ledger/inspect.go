@@ -113,7 +113,7 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 		ids[i] = f.id.tb()
 	}
 	if len(ids) > 0 {
-		ts, err := lookup(ctx, c, ids, c.tb.LookupTransfers)
+		ts, err := c.conn.LookupTransfers(ctx, ids)
 		if err != nil {
 			return nil, err
 		}

@@ -2,9 +2,7 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -22,9 +20,11 @@ type Leases struct {
 // WithLeases lets a Client take a lease of several units for a user as one
 // pending transfer and admit that user's later calls from it locally, for a
 // short lifetime τ, without any I/O. The lease's size follows the user's
-// recent demand (its rate times τ, capped at MaxUnits), so a user that calls
-// rarely gets leases of exactly what it asks: leases only pay off for hot
-// users. When a lease ends with units unused, they are given back at once.
+// recent demand (its rate times τ, capped at MaxUnits and at what the
+// Client's view of the user says is available), so a user that calls
+// rarely gets leases of exactly what it asks, which are ordinary decisions:
+// leases only pay off for hot users. When a lease ends with units unused,
+// they are given back at once.
 //
 // The guarantee is bounded, not exact. A unit admitted from a lease returns
 // one window after the lease was taken, which may be up to τ earlier than
@@ -38,216 +38,147 @@ type Leases struct {
 // pending transfer that TigerBeetle admits only within the limit.
 //
 // Leases apply to Acquire without a Request.ID. A lease Decision's ID is
-// the lease transfer's, and its Timestamp is this Client's clock.
+// the lease transfer's, and its Timestamp is this Client's estimate of the
+// cluster's clock.
 func WithLeases(cfg Leases) Option {
 	if cfg.Lifetime <= 0 {
 		cfg.Lifetime = 100 * time.Millisecond
 	}
-	return func(c *Client) { c.leases = &leaser{cfg: cfg, keys: map[ID]*lease{}} }
+	return func(c *Client) { c.leases = &leaser{cfg: cfg} }
 }
 
-type leaser struct {
-	cfg  Leases
-	mu   sync.Mutex
-	keys map[ID]*lease
-}
+type leaser struct{ cfg Leases }
 
-// lease is one user's lease in this Client.
+// lease is one user's current lease in this Client. It is guarded by its
+// user's mutex.
 type lease struct {
-	mu      sync.Mutex
-	res     Resource
-	account ID
-	t       tb.Transfer // the lease's pending transfer (amount: what it got)
-	ts      uint64      // its cluster timestamp
-	taken   uint64      // this Client's clock when it was taken, ns
-	granted uint64
-	used    uint64
-	limit   uint64
-	avail   uint64        // available in the account just after the lease
-	demand  uint64        // units asked since the lease was taken
-	refresh chan struct{} // closed when a refresh in progress ends
-	ended   bool          // over: no more units are handed out from it
+	hold    tb.Transfer   // the lease's pending transfer, as created
+	ts      uint64        // its cluster timestamp
+	taken   int64         // this Client's clock when it was taken, ns
+	granted uint64        // units it holds
+	used    uint64        // units handed out
+	demand  uint64        // units asked since it was taken
+	refresh chan struct{} // closed when a renewal in progress ends
+	ended   bool          // no more units are handed out from it
 }
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
-	uid := UserID(r.Ledger, req.User)
-	lr := c.leases
-	lr.mu.Lock()
-	l := lr.keys[uid]
-	if l == nil {
-		l = &lease{res: r, account: uid}
-		lr.keys[uid] = l
-	}
-	lr.mu.Unlock()
-
-	counted := false
+	u := c.users.get(UserID(r.Ledger, req.User), r)
+	tau := c.leases.cfg.Lifetime
+	counted, plain := false, false
 	for {
-		l.mu.Lock()
-		now := uint64(c.now().UnixNano())
+		u.mu.Lock()
+		if u.lease == nil {
+			u.lease = &lease{}
+		}
+		l := u.lease
+		now, t := c.localNow(), c.clusterNow()
 		if !counted {
 			l.demand += req.Amount
 			counted = true
 		}
-		if !l.ended && l.granted > 0 && now < l.taken+uint64(lr.cfg.Lifetime) && l.granted-l.used >= req.Amount {
+		if !l.ended && l.granted > 0 && now < l.taken+int64(tau) && l.granted-l.used >= req.Amount {
 			l.used += req.Amount
-			d := Decision{Allowed: true, Limit: l.limit, Remaining: l.avail + l.granted - l.used,
-				ResetAfter: r.Window, ID: fromTB(l.t.ID), Timestamp: now}
-			l.mu.Unlock()
+			d := Decision{Allowed: true, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
+				ResetAfter: r.Window, ID: fromTB(l.hold.ID), Timestamp: t}
+			u.mu.Unlock()
+			c.leaseAdmissions.Add(1)
 			return d, nil
 		}
-		if d, ok := c.drain.deny(uid, req.Amount, now); ok {
-			l.mu.Unlock()
+		if u.v.deny(req.Amount, t, now) {
+			d := localDenial(&u.v, req.Amount, t)
+			u.mu.Unlock()
+			c.localDenials.Add(1)
 			return d, nil
 		}
 		if ch := l.refresh; ch != nil {
-			l.mu.Unlock()
+			u.mu.Unlock()
 			select {
 			case <-ch:
 				continue
 			case <-ctx.Done():
-				return c.unavailableDecision(ctx)
+				ds, err := c.unavailableDecisions(&op{}, unavailable(context.Cause(ctx)))
+				return first(ds), err
 			}
 		}
 		l.refresh = make(chan struct{})
-		l.mu.Unlock()
-		d, served, err := c.renew(ctx, lr, l, req)
-		l.mu.Lock()
+		o, size := c.renewal(u, l, req, now, t, plain)
+		u.mu.Unlock()
+
+		ds, err := c.decide(ctx, o, []Hold{{Resource: r, Request: req}})
+		d := first(ds)
+		u.mu.Lock()
 		close(l.refresh)
 		l.refresh = nil
-		l.mu.Unlock()
-		if err != nil || served {
-			return d, err
+		switch {
+		case err == nil && d.Allowed:
+			l.hold, l.ts, l.taken = o.chain[len(o.chain)-1], d.Timestamp, c.localNow()
+			l.granted, l.used, l.demand, l.ended = size, req.Amount, 0, false
+			d.Remaining += size - req.Amount
+			id := l.hold.ID
+			u.mu.Unlock()
+			c.scheduleEnd(u, id)
+			return d, nil
+		case err == nil && size > req.Amount:
+			u.mu.Unlock()
+			plain = true // the view thought size fitted: ask for the call's amount alone
+			continue
 		}
+		u.mu.Unlock()
+		return d, err
 	}
 }
 
-func (c *Client) unavailableDecision(ctx context.Context) (Decision, error) {
-	d := Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable}
-	if c.unavailable == ReturnError {
-		return d, unavailable(context.Cause(ctx))
+// first returns ds[0], or a zero Decision.
+func first(ds []Decision) Decision {
+	if len(ds) == 0 {
+		return Decision{}
 	}
-	return d, nil
+	return ds[0]
 }
 
-// renew ends l's current lease (giving unused units back) and takes a new
-// one sized from recent demand, serving req from it if it fits.
-func (c *Client) renew(ctx context.Context, lr *leaser, l *lease, req Request) (Decision, bool, error) {
-	l.mu.Lock()
-	now := uint64(c.now().UnixNano())
+// renewal returns the op that ends l (giving its unused units back) and
+// takes a new lease, sized from recent demand, for req; and that size. A
+// lease of exactly what the call asks takes it all or is denied, as any
+// decision; a larger one is taken only as far as u's view, complete, says
+// units are available, so that it needs no lookup to learn what it got.
+// u.mu is held.
+func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64, plain bool) (*op, uint64) {
+	cfg := c.leases.cfg
 	size := req.Amount
-	if l.taken > 0 {
-		elapsed := max(now-l.taken, uint64(time.Millisecond))
+	if l.taken > 0 && !plain {
+		elapsed := max(now-l.taken, int64(time.Millisecond))
 		rate := float64(l.demand) / float64(elapsed) // units per ns
 		// Rounded down: a unit too few costs one more lease, a unit too
 		// many costs a void and a new hold when the lease ends.
-		size = max(size, uint64(rate*float64(lr.cfg.Lifetime)))
+		size = max(size, uint64(rate*float64(cfg.Lifetime)))
 	}
-	maxUnits := lr.cfg.MaxUnits
+	maxUnits := cfg.MaxUnits
 	if maxUnits == 0 {
-		maxUnits = max(l.limit/10, 1)
+		maxUnits = max(u.v.limit/10, 1)
 	}
-	size = max(min(size, maxUnits), req.Amount)
-	chain := c.endLease(l, now)
-	// A lease of more than the call asks takes what is available up to its
-	// size; one of exactly that takes it all or fails, and needs no lookup.
-	balancing := size > req.Amount
-	next := hold(l.res, l.account, size, tb.TransferFlags{BalancingDebit: balancing})
-	l.mu.Unlock()
-
-	for provisioned := false; ; provisioned = true {
-		res, err := c.createTransfers(ctx, append(chain, next))
-		if err != nil {
-			d, err := c.unavailableDecision(ctx)
-			if err == nil {
-				return d, true, nil
-			}
-			return d, true, fmt.Errorf("ledger: lease: %w", err)
-		}
-		chain = nil // the old lease was ended (or had nothing to end)
-		s := res[len(res)-1]
-		taken := next
-		switch s.Status {
-		case tb.TransferCreated:
-		case tb.TransferExceedsCredits:
-			if balancing {
-				return Decision{}, true, transferStatusError(len(res)-1, s.Status)
-			}
-			taken.Amount = tb.ToUint128(0)
-		case tb.TransferDebitAccountNotFound:
-			if l.res.Lazy && !provisioned {
-				if err := c.provision(ctx, l.res, []UserLimit{{Key: req.User, Limit: l.res.DefaultLimit}}, false); err != nil {
-					return Decision{}, true, err
-				}
-				next.ID = NewID().tb()
-				continue
-			}
-			return Decision{}, true, c.missing(ctx, l.res, req.User)
-		case tb.TransferCreditAccountNotFound:
-			return Decision{}, true, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, l.res.Ledger)
-		default:
-			return Decision{}, true, transferStatusError(len(res)-1, s.Status)
-		}
-
-		if balancing {
-			var got []tb.Transfer
-			got, err = lookup(ctx, c, []tb.Uint128{next.ID}, c.tb.LookupTransfers)
-			if err == nil && len(got) != 1 {
-				err = fmt.Errorf("ledger: lease %s not found after it was created", fromTB(next.ID))
-			}
-			if err == nil {
-				taken = got[0]
-			}
-		}
-		var acct []tb.Account
-		if err == nil {
-			acct, err = c.lookupAccounts(ctx, l.account)
-		}
-		if err == nil && len(acct) != 1 {
-			err = fmt.Errorf("%w: %s", ErrUnknownUser, l.account)
-		}
-		if err != nil {
-			return Decision{}, true, err
-		}
-		b, err := balanceOf(acct[0])
-		if err != nil {
-			return Decision{}, true, err
-		}
-		granted, _ := u64(taken.Amount)
-		l.mu.Lock()
-		local := uint64(c.now().UnixNano())
-		l.t, l.ts, l.taken, l.granted, l.used = taken, s.Timestamp, local, granted, 0
-		l.limit, l.avail, l.demand, l.ended = b.Limit, b.Available, 0, false
-		l.mu.Unlock()
-		c.scheduleEnd(lr, l, taken.ID)
-		if granted >= req.Amount {
-			return Decision{}, false, nil // served from the new lease by the caller's loop
-		}
-		d := Decision{Reason: LimitExceeded, Limit: b.Limit, Remaining: b.Available + granted, ID: fromTB(next.ID), Timestamp: s.Timestamp, RetryAfter: -1}
-		if req.Amount <= b.Limit {
-			want := req.Amount - min(req.Amount, b.Available+granted)
-			flights, err := c.inFlight(ctx, l.account, l.res.Window, s.Timestamp, max(want, 1), false)
-			if err != nil {
-				return d, true, err
-			}
-			d.RetryAfter = max(releaseAfter(flights, s.Timestamp, want), 0)
-			if b.Available == 0 {
-				last, err := c.lastExpiry(ctx, l.account, l.res.Window, s.Timestamp)
-				if err != nil {
-					return d, true, err
-				}
-				d.ResetAfter = time.Duration(last - min(last, s.Timestamp))
-				c.drain.learn(l.account, b.Limit, flights, last, s.Timestamp, local, c.denyCacheBound())
-			}
-		}
-		return d, true, nil
+	size = min(size, maxUnits)
+	o := &op{exact: c.exact}
+	for _, x := range c.endLease(l, now) {
+		o.add(x, u)
 	}
+	if size > req.Amount {
+		if u.v.complete() {
+			size = min(size, u.v.available(t)+l.granted-l.used)
+		} else {
+			size = req.Amount
+		}
+	}
+	size = max(size, req.Amount)
+	o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
+	return o, size
 }
 
 // endLease returns the chain that gives l's unused units back: void the
 // lease and take its used units again until the lease would have expired
 // (rounded up to whole seconds, and one more on a remote cluster, whose
-// clock this Client estimates from below). l.mu is held.
-func (c *Client) endLease(l *lease, now uint64) []tb.Transfer {
+// clock this Client estimates from below). u.mu is held.
+func (c *Client) endLease(l *lease, now int64) []tb.Transfer {
 	if l.granted == 0 || l.ended || l.used == l.granted {
 		l.ended = true
 		return nil
@@ -255,35 +186,65 @@ func (c *Client) endLease(l *lease, now uint64) []tb.Transfer {
 	l.ended = true
 	// Cluster time now is at least the lease's timestamp plus the time
 	// this Client's clock moved since it learnt of the lease.
-	clusterNow := l.ts + (now - min(now, l.taken))
-	expires := l.ts + uint64(l.t.Timeout)*uint64(time.Second)
+	clusterNow := l.ts + uint64(max(now-l.taken, 0))
+	expires := l.ts + uint64(l.hold.Timeout)*uint64(time.Second)
 	if clusterNow >= expires {
 		return nil // it has expired: everything is back already
 	}
 	secs := (expires - clusterNow + uint64(time.Second) - 1) / uint64(time.Second)
-	if !c.inProcess {
+	if !c.conn.InProcess() {
 		secs++
 	}
-	t := l.t
+	t := l.hold
 	t.Timeout = uint32(min(secs, math.MaxUint32))
-	return c.regrant(t, l.used)
+	return regrant(t, l.used)
+}
+
+// regrant returns the chain that voids pending transfer t and takes used of
+// its units again for t.Timeout seconds.
+func regrant(t tb.Transfer, used uint64) []tb.Transfer {
+	void := tb.Transfer{
+		ID:              endID(roleCancel, fromTB(t.ID)).tb(),
+		PendingID:       t.ID,
+		DebitAccountID:  t.DebitAccountID,
+		CreditAccountID: t.CreditAccountID,
+		Ledger:          t.Ledger,
+		Code:            t.Code,
+		Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
+	}
+	if used == 0 {
+		return []tb.Transfer{void}
+	}
+	void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
+	again := t
+	again.ID = NewID().tb()
+	again.Timestamp = 0
+	again.Amount = tb.ToUint128(used)
+	again.Flags = tb.TransferFlags{Pending: true}.ToUint16()
+	return []tb.Transfer{void, again}
 }
 
 // scheduleEnd gives a lease's unused units back when its lifetime ends, if
 // no newer lease replaced it by then.
-func (c *Client) scheduleEnd(lr *leaser, l *lease, id tb.Uint128) {
-	time.AfterFunc(lr.cfg.Lifetime, func() {
-		l.mu.Lock()
-		if l.t.ID != id || l.refresh != nil || uint64(c.now().UnixNano()) < l.taken+uint64(lr.cfg.Lifetime) {
-			l.mu.Unlock()
+func (c *Client) scheduleEnd(u *user, id tb.Uint128) {
+	tau := c.leases.cfg.Lifetime
+	time.AfterFunc(tau, func() {
+		u.mu.Lock()
+		l := u.lease
+		now := c.localNow()
+		if l == nil || l.hold.ID != id || l.refresh != nil || now < l.taken+int64(tau) {
+			u.mu.Unlock()
 			return // replaced, being replaced, or (with a manual clock) not over yet
 		}
-		chain := c.endLease(l, uint64(c.now().UnixNano()))
-		l.mu.Unlock()
-		if len(chain) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		o := &op{}
+		for _, x := range c.endLease(l, now) {
+			o.add(x, u)
+		}
+		u.mu.Unlock()
+		if len(o.chain) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
 			defer cancel()
-			_, _ = c.createTransfers(ctx, chain) // on failure the units expire with the lease: conservative
+			_ = c.submit(ctx, o) // on failure the units expire with the lease: conservative
 		}
 	})
 }

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -53,9 +52,18 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if id.IsZero() {
 		id = NewID()
 	}
-	reserve := hold(r, UserID(r.Ledger, p.From), p.Amount, tb.TransferFlags{Linked: true})
+	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount}}
+	u := c.users.get(UserID(r.Ledger, p.From), r)
+	if p.ID.IsZero() {
+		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {
+			return ds[0], nil
+		}
+	}
+	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
 	reserve.ID, reserve.UserData64, reserve.Code = id.tb(), p.Ref, codeReserve
-	chain := []tb.Transfer{reserve, {
+	o := &op{exact: c.exact}
+	o.hold(reserve, u)
+	o.add(tb.Transfer{
 		ID:              derive(rolePayment, 0, string(id[:])).tb(),
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
@@ -64,48 +72,47 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		UserData64:      p.Ref,
 		Ledger:          r.Currency,
 		Code:            codePayment,
-	}}
-	limitAccount := fromTB(chain[0].DebitAccountID)
-	res, accounts, err := c.submit(ctx, chain, []ID{limitAccount})
-	if err != nil {
-		if _, ok := AttemptID(err); !ok {
-			err = &attemptError{id: id, err: err}
-		}
-		return Decision{Reason: Unavailable, ID: id}, err
+	}, nil)
+	if err := c.submit(ctx, o); err != nil {
+		// A payment is never made open, whatever the Policy.
+		return Decision{Reason: Unavailable, ID: id}, &attemptError{id: id, err: err}
 	}
-	d := Decision{ID: id, Timestamp: res[0].Timestamp}
-	for i, s := range res {
-		switch s.Status {
-		case tb.TransferCreated, tb.TransferLinkedEventFailed:
-		case tb.TransferExceedsCredits, tb.TransferIDAlreadyFailed:
-			d.Reason = LimitExceeded
-			if i == 1 {
-				d.Reason = InsufficientFunds
-			}
-		case tb.TransferDebitAccountNotFound:
+	if o.ds == nil {
+		return Decision{}, c.payFailure(o, r, p, id)
+	}
+	d := o.ds[0]
+	if classify(o.res[1].Status) == outDenied {
+		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
+		return d, nil
+	}
+	if err := c.exactRetryAfter(ctx, o); err != nil {
+		return d, err
+	}
+	return o.ds[0], nil
+}
+
+// payFailure explains why a payment's pair failed for a reason other than
+// the limit or the funds.
+func (c *Client) payFailure(o *op, r Resource, p Payment, id ID) error {
+	for i, s := range o.res {
+		switch classify(s.Status) {
+		case outNoUser:
 			if i == 0 {
-				return Decision{}, fmt.Errorf("%w: %q has no limit on %s", ErrUnknownUser, p.From, r.Name)
+				return fmt.Errorf("%w: %q has no limit on %s", ErrUnknownUser, p.From, r.Name)
 			}
-			return Decision{}, fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.From, r.Currency)
-		case tb.TransferCreditAccountNotFound:
+			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.From, r.Currency)
+		case outNoResource:
 			if i == 0 {
-				return Decision{}, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, r.Ledger)
+				return fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, r.Ledger)
 			}
-			return Decision{}, fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.To, r.Currency)
-		default:
-			if strings.HasPrefix(s.Status.String(), "TransferExistsWith") {
-				return Decision{}, fmt.Errorf("%w: %s was already used for a different payment (%s)", ErrInvalidID, id, s.Status)
-			}
-			return Decision{}, transferStatusError(i, s.Status)
+			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.To, r.Currency)
+		case outReusedID:
+			return fmt.Errorf("%w: %s was already used for a different payment (%s)", ErrInvalidID, id, s.Status)
+		case outUnexpected:
+			return transferStatusError(i, s.Status)
 		}
 	}
-	d.Allowed = d.Reason == Admitted
-	ds := []Decision{d}
-	err = c.explain(ctx, []Hold{{Resource: r, Request: Request{User: p.From, Amount: p.Amount}}}, []ID{limitAccount}, accounts, ds)
-	if ds[0].Reason == InsufficientFunds {
-		ds[0].RetryAfter = 0 // waiting does not bring money
-	}
-	return ds[0], err
+	return fmt.Errorf("ledger: payment %s failed without a cause: %v", id, o.res)
 }
 
 // Fund credits req.Amount to req.User's account on a currency ledger, from
@@ -126,7 +133,7 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if id.IsZero() {
 		id = NewID()
 	}
-	res, err := c.createTransfers(ctx, []tb.Transfer{{
+	res, err := c.conn.CreateTransfers(ctx, []tb.Transfer{{
 		ID:              id.tb(),
 		DebitAccountID:  CurrencyOperatorID(currency).tb(),
 		CreditAccountID: CurrencyUserID(currency, req.User).tb(),
@@ -138,13 +145,15 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if err != nil {
 		return &attemptError{id: id, err: err}
 	}
-	switch s := res[0].Status; s {
-	case tb.TransferCreated:
+	switch s := res[0].Status; classify(s) {
+	case outAdmitted:
 		return nil
-	case tb.TransferDebitAccountNotFound:
+	case outNoUser:
 		return fmt.Errorf("%w: currency ledger %d has no operator account (create a money resource on it first)", ErrUnknownResource, currency)
-	case tb.TransferCreditAccountNotFound:
+	case outNoResource:
 		return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, req.User, currency)
+	case outReusedID:
+		return fmt.Errorf("%w: %s was already used for a different fund (%s)", ErrInvalidID, id, s)
 	default:
 		return transferStatusError(0, s)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -76,14 +75,14 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 			ID: CurrencyOperatorID(r.Currency).tb(), Ledger: r.Currency, Code: codeCurrencyOperator,
 		})
 	}
-	res, err := c.createAccounts(ctx, accounts)
+	res, err := c.conn.CreateAccounts(ctx, accounts)
 	if err != nil {
 		return err
 	}
 	for i, s := range res {
 		switch {
-		case s.Status == tb.AccountCreated:
-		case strings.HasPrefix(s.Status.String(), "AccountExistsWith"):
+		case s.Status == tb.AccountCreated, s.Status == tb.AccountExists:
+		case accountExistsDifferently(s.Status):
 			if i == 0 {
 				return fmt.Errorf("%w: ledger %d: %s", ErrResourceMismatch, r.Ledger, s.Status)
 			}
@@ -93,6 +92,18 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 		}
 	}
 	return nil
+}
+
+// accountExistsDifferently reports whether s says that an account with
+// the ID exists with other fields.
+func accountExistsDifferently(s tb.CreateAccountStatus) bool {
+	switch s {
+	case tb.AccountExistsWithDifferentFlags, tb.AccountExistsWithDifferentUserData128,
+		tb.AccountExistsWithDifferentUserData64, tb.AccountExistsWithDifferentUserData32,
+		tb.AccountExistsWithDifferentLedger, tb.AccountExistsWithDifferentCode:
+		return true
+	}
+	return false
 }
 
 // Resource reads the definition of the resource on ledger from the cluster.
@@ -233,26 +244,32 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 			accounts = append(accounts, currencyAccount(r.Currency, u.Key))
 		}
 	}
-	ares, err := c.createAccounts(ctx, accounts)
+	ares, err := c.conn.CreateAccounts(ctx, accounts)
 	if err != nil {
 		return err
 	}
+	per := len(accounts) / len(users)
 	for i, s := range ares {
-		if s.Status != tb.AccountCreated {
-			return fmt.Errorf("ledger: provision %q: %w", users[i/(len(accounts)/len(users))].Key, accountStatusError(i, s.Status))
+		if s.Status != tb.AccountCreated && s.Status != tb.AccountExists {
+			return fmt.Errorf("ledger: provision %q: %w", users[i/per].Key, accountStatusError(i, s.Status))
 		}
 	}
 	transfers := make([]tb.Transfer, len(users))
 	for i, u := range users {
 		transfers[i] = provisionTransfer(r, u.Key, u.Limit)
 	}
-	tres, err := c.createTransfers(ctx, transfers)
+	tres, err := c.conn.CreateTransfers(ctx, transfers)
 	if err != nil {
 		return err
 	}
 	for i, s := range tres {
 		if s.Status != tb.TransferCreated && s.Status != tb.TransferExistsWithDifferentAmount {
 			return fmt.Errorf("ledger: provision %q: %w", users[i].Key, transferStatusError(i, s.Status))
+		}
+		// An account this call created and credited holds nothing else:
+		// the Client knows all of it.
+		if ares[i*per].Status == tb.AccountCreated && s.Status == tb.TransferCreated {
+			c.users.knownLimit(UserID(r.Ledger, users[i].Key), r, users[i].Limit, true, c.localNow())
 		}
 	}
 	if !ensure {
@@ -262,7 +279,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 	for i, u := range users {
 		ids[i] = UserID(r.Ledger, u.Key)
 	}
-	found, err := c.lookupAccounts(ctx, ids...)
+	found, err := c.lookupAccounts(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -293,7 +310,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 // SetLimit calls (each change is a compare-and-set on the account's posted
 // balance), and idempotent: setting the limit a user already has writes
 // nothing.
-func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uint64) error {
+func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uint64) (err error) {
 	if err := validKey(key); err != nil {
 		return err
 	}
@@ -301,7 +318,15 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 		return err
 	}
 	uid := UserID(r.Ledger, key)
-	defer c.drain.forget(uid) // what this Client knew of the old limit is void
+	// What this Client's view held of the old limit is void: the new limit
+	// stands, and what SetLimit posted or held shows in the next read.
+	defer func() {
+		if err == nil {
+			c.users.knownLimit(uid, r, limit, false, c.localNow())
+		} else {
+			c.users.forget(uid)
+		}
+	}()
 	var attempt uint64
 	var lastState [2]tb.Uint128 // credits and debits posted at the last step
 	for step := 0; ; step++ {
@@ -363,7 +388,7 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 				continue // what was in flight expired meanwhile
 			}
 		}
-		res, err := c.createTransfers(ctx, t)
+		res, err := c.conn.CreateTransfers(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -375,7 +400,7 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 				tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
 				// Raced with requests, expiry or another SetLimit: look again.
 			default:
-				if strings.HasPrefix(s.Status.String(), "TransferExistsWith") {
+				if classify(s.Status) == outReusedID {
 					continue // another change from the same balance won
 				}
 				return fmt.Errorf("ledger: set limit of %q: %w", key, transferStatusError(i, s.Status))
@@ -439,7 +464,7 @@ func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint6
 		// whole seconds, plus, on a remote cluster, a second for the
 		// difference between this clock and the cluster's.
 		secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
-		if !c.inProcess {
+		if !c.conn.InProcess() {
 			secs++
 		}
 		hold := tb.Transfer{
@@ -461,23 +486,10 @@ func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint6
 // --development server takes.
 const maxLowerPosts = 64
 
-// createOne creates one transfer whose only acceptable outcome is created
-// (or exists). id_already_failed is passed through as a StatusError.
-func (c *Client) createOne(ctx context.Context, t tb.Transfer) error {
-	res, err := c.createTransfers(ctx, []tb.Transfer{t})
-	if err != nil {
-		return err
-	}
-	if res[0].Status != tb.TransferCreated {
-		return transferStatusError(0, res[0].Status)
-	}
-	return nil
-}
-
 func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Account, error) {
 	var out []tb.Account
 	for {
-		got, err := page(ctx, c, &f, &f.Limit, BatchMax, c.tb.QueryAccounts)
+		got, err := c.conn.QueryAccounts(ctx, &f, BatchMax)
 		if err != nil {
 			return nil, err
 		}
@@ -487,4 +499,13 @@ func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Acco
 		out = append(out, got...)
 		f.TimestampMin = got[len(got)-1].Timestamp + 1
 	}
+}
+
+// lookupAccounts returns the accounts with ids that exist, in the order asked.
+func (c *Client) lookupAccounts(ctx context.Context, ids []ID) ([]tb.Account, error) {
+	u := make([]tb.Uint128, len(ids))
+	for i, id := range ids {
+		u[i] = id.tb()
+	}
+	return c.conn.LookupAccounts(ctx, u)
 }

@@ -25,6 +25,7 @@ var ErrReservationExpired = errors.New("ledger: reservation expired")
 type Reservation struct {
 	c   *Client
 	res Resource
+	u   *user
 	d   Decision
 	t   tb.Transfer
 }
@@ -33,14 +34,14 @@ type Reservation struct {
 // r.Window passes. When the limit denies, the Reservation is not OK and its
 // Decision says why; Commit and Cancel then do nothing.
 func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reservation, error) {
-	if req.ID.IsZero() {
-		req.ID = NewID()
+	if err := validHold(r, req); err != nil {
+		return nil, err
 	}
-	ds, err := c.AcquireAll(ctx, []Hold{{Resource: r, Request: req}})
+	ds, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)
 	if len(ds) == 0 {
 		return nil, err
 	}
-	rv := &Reservation{c: c, res: r, d: ds[0]}
+	rv := &Reservation{c: c, res: r, u: c.users.get(UserID(r.Ledger, req.User), r), d: ds[0]}
 	rv.t = tb.Transfer{
 		DebitAccountID:  UserID(r.Ledger, req.User).tb(),
 		CreditAccountID: OperatorID(r.Ledger).tb(),
@@ -100,9 +101,10 @@ func (r *Reservation) end(ctx context.Context, role byte, flags tb.TransferFlags
 	if flags.PostPendingTransfer {
 		t.Amount = tb.AmountMax // the whole pending amount
 	}
-	res, err := r.c.createTransfers(ctx, []tb.Transfer{t})
-	if err != nil {
+	o := &op{}
+	o.add(t, r.u)
+	if err := r.c.submit(ctx, o); err != nil {
 		return 0, err
 	}
-	return res[0].Status, nil
+	return o.res[0].Status, nil
 }

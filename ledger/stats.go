@@ -1,11 +1,5 @@
 package ledger
 
-import (
-	"sync/atomic"
-
-	tb "github.com/tigerbeetle/tigerbeetle-go"
-)
-
 // OpStats counts the calls this Client made for one TigerBeetle operation
 // and the events (accounts, transfers, IDs or filters) they carried. A real
 // TigerBeetle client may pack several concurrent calls into one request, so
@@ -15,8 +9,9 @@ type OpStats struct {
 	Events   uint64
 }
 
-// Stats counts what a Client sent to TigerBeetle: the engine-independent
-// cost of its decisions (for example, transfers per admitted decision).
+// Stats counts what a Client sent to TigerBeetle, the engine-independent
+// cost of its decisions (for example, transfers per admitted decision), and
+// the decisions it took without sending anything.
 type Stats struct {
 	CreateAccounts      OpStats
 	CreateTransfers     OpStats
@@ -24,64 +19,25 @@ type Stats struct {
 	LookupTransfers     OpStats
 	GetAccountTransfers OpStats
 	QueryAccounts       OpStats
+	// LocalDenials counts decisions denied on the view of a user known to
+	// be drained, without any I/O.
+	LocalDenials uint64
+	// LeaseAdmissions counts decisions admitted from a lease (WithLeases),
+	// without any I/O.
+	LeaseAdmissions uint64
 }
 
 // Stats returns what c has sent so far.
 func (c *Client) Stats() Stats {
-	s := &c.counted.stats
-	load := func(o *opCounter) OpStats { return OpStats{o.requests.Load(), o.events.Load()} }
+	s := c.conn.Stats()
 	return Stats{
-		CreateAccounts:      load(&s.createAccounts),
-		CreateTransfers:     load(&s.createTransfers),
-		LookupAccounts:      load(&s.lookupAccounts),
-		LookupTransfers:     load(&s.lookupTransfers),
-		GetAccountTransfers: load(&s.getAccountTransfers),
-		QueryAccounts:       load(&s.queryAccounts),
+		CreateAccounts:      OpStats(s.CreateAccounts),
+		CreateTransfers:     OpStats(s.CreateTransfers),
+		LookupAccounts:      OpStats(s.LookupAccounts),
+		LookupTransfers:     OpStats(s.LookupTransfers),
+		GetAccountTransfers: OpStats(s.GetAccountTransfers),
+		QueryAccounts:       OpStats(s.QueryAccounts),
+		LocalDenials:        c.localDenials.Load(),
+		LeaseAdmissions:     c.leaseAdmissions.Load(),
 	}
-}
-
-type opCounter struct{ requests, events atomic.Uint64 }
-
-func (o *opCounter) add(events int) {
-	o.requests.Add(1)
-	o.events.Add(uint64(events))
-}
-
-// counting forwards to a tb.Client and counts what passes.
-type counting struct {
-	tb.Client
-	stats struct {
-		createAccounts, createTransfers, lookupAccounts, lookupTransfers,
-		getAccountTransfers, queryAccounts opCounter
-	}
-}
-
-func (c *counting) CreateAccounts(a []tb.Account) ([]tb.CreateAccountResult, error) {
-	c.stats.createAccounts.add(len(a))
-	return c.Client.CreateAccounts(a)
-}
-
-func (c *counting) CreateTransfers(t []tb.Transfer) ([]tb.CreateTransferResult, error) {
-	c.stats.createTransfers.add(len(t))
-	return c.Client.CreateTransfers(t)
-}
-
-func (c *counting) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
-	c.stats.lookupAccounts.add(len(ids))
-	return c.Client.LookupAccounts(ids)
-}
-
-func (c *counting) LookupTransfers(ids []tb.Uint128) ([]tb.Transfer, error) {
-	c.stats.lookupTransfers.add(len(ids))
-	return c.Client.LookupTransfers(ids)
-}
-
-func (c *counting) GetAccountTransfers(f tb.AccountFilter) ([]tb.Transfer, error) {
-	c.stats.getAccountTransfers.add(1)
-	return c.Client.GetAccountTransfers(f)
-}
-
-func (c *counting) QueryAccounts(f tb.QueryFilter) ([]tb.Account, error) {
-	c.stats.queryAccounts.add(1)
-	return c.Client.QueryAccounts(f)
 }

@@ -124,7 +124,9 @@ func nowIn(ctx context.Context) time.Time {
 // the data file (releasing its lock).
 func (g *globalOptions) connect(ctx context.Context) (*ledger.Client, func(), error) {
 	if len(g.addresses) > 0 {
-		c, err := ledger.Dial(g.clusterID, g.addresses, ledger.WithTimeout(g.timeout))
+		// A command makes one decision and reports it: exact, at the cost
+		// of a read (see ledger.WithExactDecisions).
+		c, err := ledger.Dial(g.clusterID, g.addresses, ledger.WithTimeout(g.timeout), ledger.WithExactDecisions())
 		if err != nil {
 			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.addresses, ","), err)
 		}
@@ -154,7 +156,7 @@ func (g *globalOptions) connect(ctx context.Context) (*ledger.Client, func(), er
 	if r := f.Recovered(); r != nil {
 		fmt.Fprintln(g.stderr, "tblimit: notice:", r)
 	}
-	return ledger.New(f), f.Close, nil
+	return ledger.New(f, ledger.WithExactDecisions()), f.Close, nil
 }
 
 // makeDir creates dir and the directories above it that are missing, and

@@ -48,9 +48,8 @@ func retryable(err error) error {
 
 // usedID explains an ID given again for a different request.
 func usedID(err error) error {
-	var se *ledger.StatusError
-	if errors.As(err, &se) && len(se.Status) > len("TransferExistsWith") && se.Status[:len("TransferExistsWith")] == "TransferExistsWith" {
-		return fmt.Errorf("--id was already used for a different request (%s)", se.Status)
+	if errors.Is(err, ledger.ErrInvalidID) {
+		return errors.New("--id was already used for a different request")
 	}
 	return err
 }

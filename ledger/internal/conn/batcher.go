@@ -1,0 +1,166 @@
+package conn
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Batcher runs work submitted concurrently in batches, one batch at a time:
+// what arrives while a batch runs waits and goes together in the next one
+// (group commit). That matches a TigerBeetle client, which keeps one request
+// in flight and packs what waits into the next, and lets the caller of a
+// Batcher know exactly which of its own writes a later read follows.
+//
+// Who runs a batch depends on the client. In process, calls never block, so
+// the caller that finds the Batcher idle runs the batch itself and hands the
+// next one to a caller that waits: a caller alone switches no goroutine.
+// With a cluster, a request may take far longer than a caller's deadline,
+// so batches run on a goroutine of their own, started when work arrives and
+// ended when none is left, and each caller waits only until its deadline.
+type Batcher[T any] struct {
+	run    func(batch []T) // runs a batch; every item is answered when it returns
+	inline bool
+	gather time.Duration
+
+	mu    sync.Mutex
+	queue []*entry[T]
+	busy  bool // a batch is being run or handed over
+	buf   []T  // the runner's batch, reused
+	max   int  // the most callers that may wait in the queue (0: no bound)
+}
+
+type entry[T any] struct {
+	item  T
+	done  chan bool // receives false when its batch ran, true when it must lead the next (inline)
+	taken bool      // in a batch: sent, or being sent (under mu)
+}
+
+// NewBatcher returns a Batcher that runs batches with run. inline says that
+// calls never block (an in-process engine); gather holds each batch back
+// that long to let more work arrive; maxWaiting bounds the callers waiting
+// at once (0: no bound).
+func NewBatcher[T any](run func([]T), inline bool, gather time.Duration, maxWaiting int) *Batcher[T] {
+	return &Batcher[T]{run: run, inline: inline, gather: gather, max: maxWaiting}
+}
+
+// Do runs item in a batch and returns when that batch has run, or when ctx
+// is done first. sent reports whether item was handed to run: when Do
+// returns ctx's error with sent false, item was never run and never will be.
+func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, Unavailable(err)
+	}
+	e := &entry[T]{item: item, done: make(chan bool, 1)}
+	b.mu.Lock()
+	if b.max > 0 && len(b.queue) >= b.max {
+		b.mu.Unlock()
+		return false, fmt.Errorf("%w: %d calls already waiting for the cluster", ErrUnavailable, b.max)
+	}
+	b.queue = append(b.queue, e)
+	if b.inline {
+		return true, b.doInline(e)
+	}
+	if !b.busy {
+		b.busy = true
+		go b.loop()
+	}
+	b.mu.Unlock()
+	select {
+	case <-e.done:
+		return true, nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e.taken {
+		return true, Unavailable(context.Cause(ctx))
+	}
+	for i, q := range b.queue {
+		if q == e {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			break
+		}
+	}
+	return false, Unavailable(context.Cause(ctx))
+}
+
+// doInline queues e and runs batches on the caller's goroutine when it is
+// its turn. b.mu is held on entry and released.
+func (b *Batcher[T]) doInline(e *entry[T]) error {
+	if b.busy {
+		b.mu.Unlock()
+		if !<-e.done {
+			return nil // a leader ran it
+		}
+		b.mu.Lock() // handed the lead: run what waits now, e included
+	}
+	b.busy = true
+	batch := b.take()
+	b.mu.Unlock()
+	b.runBatch(batch)
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+	} else {
+		next := b.queue[0]
+		b.mu.Unlock()
+		next.done <- true // the lead stays taken; one waiting caller runs the next batch
+	}
+	for _, x := range batch {
+		if x != e {
+			x.done <- false
+		}
+	}
+	return nil
+}
+
+// loop runs batches until none is left.
+func (b *Batcher[T]) loop() {
+	for {
+		if b.gather > 0 {
+			time.Sleep(b.gather)
+		}
+		b.mu.Lock()
+		batch := b.take()
+		if len(batch) == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.runBatch(batch)
+		for _, e := range batch {
+			e.done <- false
+		}
+	}
+}
+
+// take empties the queue into a batch. b.mu is held.
+func (b *Batcher[T]) take() []*entry[T] {
+	if b.inline && b.gather > 0 && len(b.queue) > 0 {
+		b.mu.Unlock()
+		time.Sleep(b.gather)
+		b.mu.Lock()
+	}
+	batch := b.queue
+	b.queue = nil
+	for _, e := range batch {
+		e.taken = true
+	}
+	return batch
+}
+
+// runBatch hands the items of batch to run. Only the runner calls it, so
+// b.buf is its own.
+func (b *Batcher[T]) runBatch(batch []*entry[T]) {
+	items := b.buf[:0]
+	for _, e := range batch {
+		items = append(items, e.item)
+	}
+	b.run(items)
+	clear(items)
+	b.buf = items
+}

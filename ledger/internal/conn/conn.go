@@ -1,0 +1,270 @@
+// Package conn is ledger's plumbing to a TigerBeetle client: deadlines, learnt request sizes, paging, counting and batching.
+//
+// The TigerBeetle client has no context and never times out, and a cluster
+// may take smaller requests than the protocol allows (a --development
+// server). A Conn puts a deadline on every call, splits what is too large
+// for one request (never inside a linked chain) and learns the largest
+// request of each kind of operation the cluster takes, pages through
+// queries, and counts what it sends. It knows nothing of limits: package
+// ledger decides what to send and what the answers mean.
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// BatchMax is the most events one TigerBeetle request carries.
+const BatchMax = 8189
+
+var (
+	// ErrUnavailable means the cluster did not answer within the call's
+	// deadline, or the client was closed.
+	ErrUnavailable = errors.New("ledger: cluster unavailable")
+	// ErrTooMany means a batch holds more events than one request can carry.
+	ErrTooMany = errors.New("ledger: too many events in one batch")
+)
+
+// Conn sends requests through a tb.Client. It is safe for concurrent use.
+type Conn struct {
+	tb         tb.Client // counted, below
+	counted    counting
+	inProcess  bool
+	timeout    time.Duration
+	maxWaiting int64
+	waiting    atomic.Int64
+	// The most events one request carries, learnt per kind of operation:
+	// creates, lookups, and query results (see batchCap).
+	createCap, lookupCap, queryCap *batchCap
+}
+
+// New returns a Conn on c. A client that reports InProcess (the embedded
+// engine) is called directly: its calls never block for long.
+func New(c tb.Client) *Conn {
+	cn := &Conn{timeout: 5 * time.Second, maxWaiting: 1 << 16}
+	cn.counted.Client = c
+	cn.tb = &cn.counted
+	cn.createCap, cn.lookupCap, cn.queryCap = newBatchCap(), newBatchCap(), newBatchCap()
+	if e, ok := c.(interface{ InProcess() bool }); ok {
+		cn.inProcess = e.InProcess()
+	}
+	return cn
+}
+
+// SetTimeout sets how long a call may wait when its context has no deadline.
+func (c *Conn) SetTimeout(d time.Duration) { c.timeout = d }
+
+// Timeout is how long a call may wait when its context has no deadline.
+func (c *Conn) Timeout() time.Duration { return c.timeout }
+
+// SetMaxWaiting bounds the calls waiting for an unresponsive cluster at once.
+func (c *Conn) SetMaxWaiting(n int) { c.maxWaiting = int64(n) }
+
+// InProcess reports whether the client is an in-process engine.
+func (c *Conn) InProcess() bool { return c.inProcess }
+
+// Close closes the TigerBeetle client.
+func (c *Conn) Close() { c.counted.Client.Close() }
+
+// Ping waits until the cluster answers, or ctx is done.
+func (c *Conn) Ping(ctx context.Context) error {
+	_, err := call(ctx, c, func() (struct{}, error) { return struct{}{}, c.tb.Nop() })
+	return err
+}
+
+// WithDeadline returns ctx with the Conn's default timeout if it has no
+// deadline of its own.
+func (c *Conn) WithDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// call runs f against the TigerBeetle client within ctx's deadline (or the
+// default timeout). A call that outlives its deadline keeps running in the
+// background until the client answers or is closed; its result is dropped.
+func call[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, Unavailable(err)
+	}
+	if c.inProcess {
+		v, err := f()
+		return v, tbError(err)
+	}
+	if c.waiting.Add(1) > c.maxWaiting {
+		c.waiting.Add(-1)
+		return zero, fmt.Errorf("%w: %d calls already waiting for the cluster", ErrUnavailable, c.maxWaiting)
+	}
+	ctx, cancel := c.WithDeadline(ctx)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer c.waiting.Add(-1)
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, tbError(r.err)
+	case <-ctx.Done():
+		return zero, fmt.Errorf("%w: no answer: %w", ErrUnavailable, context.Cause(ctx))
+	}
+}
+
+// Unavailable wraps err (a context's error, usually) as ErrUnavailable.
+func Unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
+
+func tbError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tb.ErrTooMuchData):
+		return fmt.Errorf("%w: %w", ErrTooMany, err)
+	case errors.Is(err, tb.ErrClientClosed), errors.Is(err, tb.ErrClientEvicted),
+		errors.Is(err, tb.ErrClientReleaseTooLow), errors.Is(err, tb.ErrClientReleaseTooHigh):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("ledger: tigerbeetle: %w", err)
+}
+
+// CreateTransfers sends transfers and returns one result per transfer, with
+// TransferExists folded into TransferCreated (a retry of an applied
+// transfer). A batch larger than the cluster takes in one request is split,
+// never inside a linked chain.
+func (c *Conn) CreateTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.CreateTransferResult, error) {
+	res, err := split(ctx, c, ts, func(t tb.Transfer) bool { return t.TransferFlags().Linked }, c.tb.CreateTransfers)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		if res[i].Status == tb.TransferExists {
+			res[i].Status = tb.TransferCreated
+		}
+	}
+	return res, nil
+}
+
+// CreateAccounts sends accounts as CreateTransfers sends transfers. It does
+// not fold AccountExists: callers tell a new account from an old one.
+func (c *Conn) CreateAccounts(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
+	return split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.tb.CreateAccounts)
+}
+
+// split sends events in requests the cluster accepts (c.createCap),
+// sending a request it refuses as too large again in smaller parts (it is
+// refused whole, so that is safe). linked tells which events continue a
+// chain: a chain is never split, and a chain longer than a request is
+// ErrTooMany.
+func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
+	out := make([]R, 0, len(events))
+	for start := 0; start < len(events); {
+		size := c.createCap.size()
+		end := min(start+size, len(events))
+		for end < len(events) && end > start && linked(events[end-1]) {
+			end--
+		}
+		if end == start {
+			return nil, fmt.Errorf("%w: a linked chain longer than %d events", ErrTooMany, size)
+		}
+		part := events[start:end]
+		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		if errors.Is(err, ErrTooMany) && len(part) > 1 {
+			c.createCap.refused(len(part))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(res) != len(part) {
+			return nil, fmt.Errorf("ledger: %d results for %d events", len(res), len(part))
+		}
+		c.createCap.accepted(len(part))
+		out = append(out, res...)
+		start = end
+	}
+	return out, nil
+}
+
+// LookupAccounts returns the accounts with ids that exist, in the order
+// asked (TigerBeetle leaves out those not found).
+func (c *Conn) LookupAccounts(ctx context.Context, ids []tb.Uint128) ([]tb.Account, error) {
+	return lookup(ctx, c, ids, c.tb.LookupAccounts)
+}
+
+// LookupTransfers returns the transfers with ids that exist, in the order asked.
+func (c *Conn) LookupTransfers(ctx context.Context, ids []tb.Uint128) ([]tb.Transfer, error) {
+	return lookup(ctx, c, ids, c.tb.LookupTransfers)
+}
+
+// lookup sends a lookup in parts the cluster accepts (c.lookupCap), as
+// split does for creates.
+func lookup[R any](ctx context.Context, c *Conn, ids []tb.Uint128, send func([]tb.Uint128) ([]R, error)) ([]R, error) {
+	var out []R
+	for start := 0; start < len(ids) || start == 0; {
+		size := c.lookupCap.size()
+		end := min(start+size, len(ids))
+		part := ids[start:end]
+		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		if errors.Is(err, ErrTooMany) && len(part) > 1 {
+			c.lookupCap.refused(len(part))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.lookupCap.accepted(len(part))
+		if start == 0 && end == len(ids) {
+			return res, nil
+		}
+		out = append(out, res...)
+		if end == len(ids) {
+			break
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// AccountTransfers returns the next page of f: at most want transfers, fewer
+// if the cluster returns fewer per reply. It sets f.Limit to what it asked.
+func (c *Conn) AccountTransfers(ctx context.Context, f *tb.AccountFilter, want uint32) ([]tb.Transfer, error) {
+	return page(ctx, c, f, &f.Limit, want, c.tb.GetAccountTransfers)
+}
+
+// QueryAccounts returns the next page of f, as AccountTransfers does.
+func (c *Conn) QueryAccounts(ctx context.Context, f *tb.QueryFilter, want uint32) ([]tb.Account, error) {
+	return page(ctx, c, f, &f.Limit, want, c.tb.QueryAccounts)
+}
+
+// page returns the next page of f's query: at most want results, fewer if
+// the cluster returns fewer per reply (it answers ErrTooMany to a limit it
+// cannot return in one, and c.queryCap learns the largest it can).
+func page[F, R any](ctx context.Context, c *Conn, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
+	for {
+		*limit = uint32(min(int(want), c.queryCap.size()))
+		res, err := call(ctx, c, func() ([]R, error) { return send(*f) })
+		if errors.Is(err, ErrTooMany) && *limit > 1 {
+			c.queryCap.refused(int(*limit))
+			continue
+		}
+		if err == nil {
+			c.queryCap.accepted(int(*limit))
+		}
+		return res, err
+	}
+}
+
+// CreateCap is the most events a create request carries now: what a
+// batch of decisions should stay within.
+func (c *Conn) CreateCap() int { return c.createCap.size() }

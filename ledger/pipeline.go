@@ -1,0 +1,299 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// The decision pipeline. Every call that takes, ends or pays (Acquire,
+// AcquireAll, Pay, Reserve and its Commit and Cancel, a lease's renewal and
+// give-back) is an op: a chain of transfers to create and the users whose
+// holds it takes or ends. Ops wait in a conn.Batcher and go to the cluster
+// in batches, one batch at a time, as one create request: one round trip
+// for every op of the batch, as a TigerBeetle client would send them. The
+// batch's runner (flush) then classifies each answer, teaches the users'
+// views what happened, and describes every decision from them, so that no
+// decision needs a read of its own.
+//
+// Strategies differ only in how a batch is built: plainly (each op's chain
+// as it is) or, with WithCoalescing, merging the single holds of one user
+// into one transfer. Leases (WithLeases) admit calls before they reach the
+// pipeline and send their renewals through it.
+
+// op is one call's work in the pipeline.
+type op struct {
+	chain    []tb.Transfer
+	events   []opEvent // the chain's holds and ends of holds, in chain order
+	merge    bool      // one hold without a caller's ID: coalescing may merge it
+	exact    bool      // read the accounts of its holds before answering
+	deadline time.Time // the caller's, if any
+
+	// The answer.
+	res    []tb.CreateTransferResult // one per transfer of chain
+	ds     []Decision                // one per deciding hold, when every event was admitted, denied or linked
+	shared tb.Uint128                // the merged transfer that took an op's units (coalescing), if any
+	retry  bool                      // a merged transfer was refused: send the op again alone
+	local  bool                      // decided without being sent
+	err    error                     // the batch's request failed
+}
+
+// opEvent is a transfer of an op's chain that holds or ends units of a
+// user: a pending transfer debiting the user's limit account, or the post
+// or void of one.
+type opEvent struct {
+	i      int   // index in chain
+	u      *user // the user whose limit account it debits
+	decide bool  // the caller wants a Decision for this hold
+}
+
+// holdEvent adds a hold to o that the caller wants a decision for.
+func (o *op) hold(t tb.Transfer, u *user) {
+	o.events = append(o.events, opEvent{i: len(o.chain), u: u, decide: true})
+	o.chain = append(o.chain, t)
+}
+
+// add adds a transfer to o; u, if not nil, is the user whose hold it takes
+// or ends (without a decision).
+func (o *op) add(t tb.Transfer, u *user) {
+	if u != nil {
+		o.events = append(o.events, opEvent{i: len(o.chain), u: u})
+	}
+	o.chain = append(o.chain, t)
+}
+
+// submit sends o through the pipeline and waits for its answer, or for
+// ctx (with the Client's default timeout if it has no deadline). An error
+// wraps ErrUnavailable when the answer did not come: o may still be applied
+// then, and the pipeline may still be using it, so the caller must not
+// read its answer.
+func (c *Client) submit(ctx context.Context, o *op) error {
+	ctx, cancel := c.conn.WithDeadline(ctx)
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		o.deadline = d
+	}
+	if _, err := c.pipe.Do(ctx, o); err != nil {
+		return err
+	}
+	return o.err
+}
+
+// flush runs one batch of ops: it builds the transfers (plain or
+// coalesced), sends them as one create, and settles every op from the
+// answer. Only the Batcher's runner calls it, one batch at a time.
+func (c *Client) flush(batch []*op) {
+	c.readBack()
+	b := c.build(batch)
+	if len(b.send) > 0 {
+		ctx, cancel := c.flushContext(batch)
+		res, err := c.conn.CreateTransfers(ctx, b.send)
+		cancel()
+		if err != nil {
+			for _, o := range batch {
+				if !o.local {
+					o.err = err
+				}
+			}
+			return
+		}
+		c.clock(res)
+		b.spread(res)
+	}
+	now := c.localNow()
+	for _, s := range b.slots {
+		if s.g != nil {
+			c.settleMerged(s.g, now)
+		} else {
+			c.settle(s.o, now)
+		}
+	}
+	exact := false
+	for _, o := range batch {
+		exact = exact || o.exact
+	}
+	if exact {
+		c.readExact(batch)
+	}
+}
+
+// flushContext bounds the batch's request by the latest deadline of its
+// callers (or the default timeout): past it, nobody waits for the answer.
+func (c *Client) flushContext(batch []*op) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, o := range batch {
+		if o.deadline.IsZero() {
+			last = time.Time{}
+			break
+		}
+		if o.deadline.After(last) {
+			last = o.deadline
+		}
+	}
+	if last.IsZero() {
+		return context.WithTimeout(context.Background(), c.conn.Timeout())
+	}
+	return context.WithDeadline(context.Background(), last)
+}
+
+// clock learns the cluster's time from a batch's answer: its latest
+// timestamp against this Client's clock when the answer came (an
+// underestimate of the cluster's clock by up to a round trip, so that what
+// is computed from it returns late rather than early).
+func (c *Client) clock(res []tb.CreateTransferResult) {
+	var last uint64
+	for _, r := range res {
+		last = max(last, r.Timestamp)
+	}
+	now := c.localNow()
+	c.skew.Store(int64(last) - now)
+	c.lastTS, c.lastLocal = last, now
+}
+
+// localNow is this Client's clock in nanoseconds.
+func (c *Client) localNow() int64 { return c.now().UnixNano() }
+
+// clusterNow estimates the cluster's clock (from below, on a cluster).
+func (c *Client) clusterNow() uint64 {
+	if c.conn.InProcess() {
+		return uint64(c.localNow()) // the engine's own clock
+	}
+	return uint64(c.localNow() + c.skew.Load())
+}
+
+// settle reads the answer to o's chain: every hold and end of a hold
+// teaches its user's view, and each deciding hold is described.
+func (c *Client) settle(o *op, now int64) {
+	failed, decided := chainOutcome(o.res)
+	if decided {
+		o.ds = make([]Decision, 0, len(o.events))
+	}
+	for _, e := range o.events {
+		t, s := &o.chain[e.i], o.res[e.i]
+		e.u.mu.Lock()
+		c.learn(e.u, t, s, now)
+		if e.decide && decided {
+			o.ds = append(o.ds, describe(&e.u.v, t, s, failed))
+		}
+		c.noteUse(e.u)
+		e.u.mu.Unlock()
+	}
+}
+
+// learn teaches u's view what transfer t's result s says. u.mu is held.
+func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now int64) {
+	flags := t.TransferFlags()
+	switch {
+	case flags.Pending:
+		amount, _ := u64(t.Amount)
+		switch s.Status {
+		case tb.TransferCreated:
+			u.v.admitted(amount, s.Timestamp)
+			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+		case tb.TransferExceedsCredits:
+			u.v.denied(amount, s.Timestamp, now)
+		}
+	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
+		if s.Status == tb.TransferCreated {
+			u.v.ended(fromTB(t.PendingID), flags.PostPendingTransfer)
+		}
+	}
+}
+
+// describe is the Decision for hold t of a chain whose result is s (failed:
+// whether the chain failed), from u's view just after it. u.mu is held.
+func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
+	amount, _ := u64(t.Amount)
+	at := s.Timestamp
+	d := Decision{ID: fromTB(t.ID), Timestamp: at, Limit: v.limit, Remaining: v.available(at)}
+	switch {
+	case !failed:
+		d.Allowed = true
+	case classify(s.Status) == outDenied || amount > d.Remaining:
+		d.Reason = LimitExceeded
+		d.RetryAfter = v.retryAfter(amount, at)
+	}
+	d.ResetAfter = v.resetAfter(at)
+	return d
+}
+
+// noteUse counts a decision of u and queues u for a read when its view is
+// due one. u.mu is held.
+func (c *Client) noteUse(u *user) {
+	c.reads.earn(1)
+	u.v.uses++
+	if u.v.queued {
+		return
+	}
+	due := u.v.stale || !u.v.limitKnown || u.v.unknown > 0
+	if !due && u.v.uses >= 2 {
+		due = c.localNow()-u.v.readLocal >= int64(refreshEvery)
+	}
+	if due {
+		u.v.queued = true
+		c.reads.push(u)
+	}
+}
+
+// localDenial is the Decision for amount units of u denied on its view's
+// word at cluster time t. u.mu is held.
+func localDenial(v *view, amount, t uint64) Decision {
+	return Decision{Reason: LimitExceeded, Limit: v.limit, Remaining: v.available(t), Timestamp: t,
+		RetryAfter: v.retryAfter(amount, t), ResetAfter: v.resetAfter(t)}
+}
+
+// batch is what build made of a batch of ops: the transfers to send, and
+// the ops and merged groups they belong to, in the order sent.
+type batch struct {
+	send  []tb.Transfer
+	slots []slot
+}
+
+// slot is an op sent as it is, or a merged group, and where its transfers
+// start in the batch.
+type slot struct {
+	at int
+	o  *op
+	g  *merged
+}
+
+// add appends o's chain to the batch.
+func (b *batch) add(o *op) {
+	b.slots = append(b.slots, slot{at: len(b.send), o: o})
+	b.send = append(b.send, o.chain...)
+}
+
+// spread hands each op and group the results of its transfers.
+func (b *batch) spread(res []tb.CreateTransferResult) {
+	for _, s := range b.slots {
+		if s.g != nil {
+			s.g.res = res[s.at]
+		} else {
+			s.o.res = res[s.at : s.at+len(s.o.chain) : s.at+len(s.o.chain)]
+		}
+	}
+}
+
+// build makes the batch's transfers: each op's chain as it is, or, with
+// coalescing, one transfer per user for the ops that may be merged.
+func (c *Client) build(ops []*op) *batch {
+	b := &batch{}
+	var merging map[*user][]*op
+	if c.coalesce {
+		merging = c.mergeable(ops)
+	}
+	for _, o := range ops {
+		if o.local {
+			continue
+		}
+		if o.merge && len(merging[o.events[0].u]) > 1 {
+			if g := merging[o.events[0].u]; g[0] == o {
+				c.merge(b, o.events[0].u, g) // at the place of the first
+			}
+			continue
+		}
+		b.add(o)
+	}
+	return b
+}

@@ -1,0 +1,173 @@
+package ledger
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// Reads that keep views true. A Client reads a user's account (one
+// lookup_accounts event, batched with the other users due a read) when the
+// cluster contradicted its view, when it does not know the user's limit or
+// everything in flight, and every refreshEvery while the user is in use; in
+// all, at most one account per readRatio decisions. Reads go out between two
+// batches of the pipeline, so that the Client knows exactly which of its own
+// holds a read saw; nobody waits for them (WithExactDecisions aside).
+
+const (
+	// readRatio: a Client reads at most one account per readRatio
+	// decisions it sends.
+	readRatio = 16
+	// refreshEvery: a user in use is read again after this long, within the
+	// budget, so that what other processes did shows in its decisions.
+	refreshEvery = time.Second
+)
+
+// readQueue holds the users due a read and the budget of reads. Only the
+// pipeline's runner uses it.
+type readQueue struct {
+	users  []*user
+	budget float64
+}
+
+// push queues u for a read and earns the budget of one decision.
+func (q *readQueue) push(u *user) { q.users = append(q.users, u) }
+
+// earn adds the budget of n decisions.
+func (q *readQueue) earn(n int) {
+	q.budget = min(q.budget+float64(n)/readRatio, BatchMax)
+}
+
+// readBack reads the users due a read, as many as the budget allows. The
+// pipeline's runner calls it between batches.
+func (c *Client) readBack() {
+	q := &c.reads
+	n := min(len(q.users), int(q.budget))
+	if n == 0 {
+		return
+	}
+	us := slices.Clone(q.users[:n])
+	q.users = append(q.users[:0], q.users[n:]...)
+	q.budget -= float64(n)
+	c.read(us)
+}
+
+// read looks up the accounts of us and teaches their views what they show.
+// Only the pipeline's runner calls it, between batches.
+func (c *Client) read(us []*user) {
+	ids := make([]tb.Uint128, len(us))
+	for i, u := range us {
+		ids[i] = u.id.tb()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
+	found, err := c.conn.LookupAccounts(ctx, ids)
+	cancel()
+	now := c.localNow()
+	accounts := matchAccounts(us, found)
+	t, span := c.lastTS, uint64(max(now-c.lastLocal, 0))
+	for i, u := range us {
+		u.mu.Lock()
+		u.v.queued = false
+		if err == nil && !fromTB(accounts[i].ID).IsZero() {
+			if b, berr := balanceOf(accounts[i]); berr == nil {
+				u.v.read(b.Limit, b.InFlight, t, span)
+				u.v.readLocal = now
+			}
+		}
+		u.mu.Unlock()
+	}
+}
+
+// readExact reads the accounts of the exact ops of a batch just settled and
+// describes their decisions again from what the reads show.
+func (c *Client) readExact(batch []*op) {
+	var us []*user
+	seen := map[*user]bool{}
+	for _, o := range batch {
+		if !o.exact || o.ds == nil || o.local {
+			continue
+		}
+		for _, e := range o.events {
+			if e.decide && !seen[e.u] {
+				seen[e.u] = true
+				us = append(us, e.u)
+			}
+		}
+	}
+	if len(us) == 0 {
+		return
+	}
+	c.read(us)
+	for _, o := range batch {
+		if o.exact && o.ds != nil && !o.local {
+			c.redescribe(o)
+		}
+	}
+}
+
+// redescribe describes o's decisions again from its users' views.
+func (c *Client) redescribe(o *op) {
+	failed, _ := chainOutcome(o.res)
+	k := 0
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.mu.Lock()
+		o.ds[k] = describe(&e.u.v, &o.chain[e.i], o.res[e.i], failed)
+		e.u.mu.Unlock()
+		k++
+	}
+}
+
+// exactRetryAfter, for an exact op whose holds were denied, reads the
+// transfers in flight of every user whose view does not know when its
+// units return, and describes the decisions again: RetryAfter and
+// ResetAfter are then exact too.
+func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
+	if !o.exact || o.local || len(o.ds) == 0 || o.ds[0].Allowed {
+		return nil
+	}
+	scanned := false
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.mu.Lock()
+		known := e.u.v.complete()
+		window := e.u.res.Window
+		e.u.mu.Unlock()
+		if known {
+			continue
+		}
+		t := o.res[e.i].Timestamp
+		flights, err := c.inFlight(ctx, e.u.id, maxTimeout(window), t, 0, true)
+		if err != nil {
+			return err
+		}
+		e.u.mu.Lock()
+		e.u.v.scanned(flights, t)
+		e.u.mu.Unlock()
+		scanned = true
+	}
+	if scanned {
+		c.redescribe(o)
+	}
+	return nil
+}
+
+// matchAccounts lines up the accounts a lookup found with the users asked
+// for (TigerBeetle answers in the order asked, leaving out those not found).
+func matchAccounts(us []*user, found []tb.Account) []tb.Account {
+	out := make([]tb.Account, len(us))
+	j := 0
+	for i, u := range us {
+		if j < len(found) && fromTB(found[j].ID) == u.id {
+			out[i] = found[j]
+			j++
+		}
+	}
+	return out
+}

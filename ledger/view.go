@@ -1,0 +1,243 @@
+package ledger
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// view is what a Client knows of one user's limit account without reading
+// it per decision: the limit, the holds in flight it took itself (with the
+// instants they return), and what its last read of the account showed
+// beyond those. Decisions describe themselves from it (Remaining,
+// RetryAfter, ResetAfter), coalescing sizes merged transfers with it, and a
+// user it knows to be drained is denied without any I/O.
+//
+// We considered reading the account after every decision, as the first
+// version did: exact, but on a cluster a second request per decision, and
+// the client keeps one request in flight, so every decision waited for two
+// turns. A view costs no request: the Client knows what it took and when
+// each unit returns, and only what other processes did is missing. That is
+// learnt from the cluster's own answers (a denial the view did not predict)
+// and from reads made in the background, batched and rate-limited.
+//
+// Times are cluster times in nanoseconds. Every method requires that the
+// user's mutex is held.
+type view struct {
+	window     uint64 // the resource's window, ns: every unit returns within it (a second more for re-holds)
+	lag        uint64 // how late the cluster may free a returned hold, ns (returnLag on a cluster, 0 in process)
+	limit      uint64
+	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
+	holds      []vhold // holds in flight this Client knows of, ordered by return
+	held       uint64  // their units
+	unknown    uint64  // units in flight the last read showed beyond the holds known
+	unknownEnd uint64  // the instant by which those have returned at the latest
+	lastReturn uint64  // when the last hold dropped as returned was due
+	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
+	checked    int64   // local time (ns) the cluster last confirmed a denial the view predicted
+	readLocal  int64   // local time (ns) of the last read; 0: never read
+	uses       uint32  // decisions since the last read
+	queued     bool    // waits in the Client's read queue
+}
+
+// vhold is a hold in flight: units taken by a pending transfer.
+type vhold struct {
+	id      ID
+	amount  uint64
+	expires uint64 // the instant its units return
+}
+
+// recheck bounds how long a user is denied on the view's word without
+// asking the cluster: a limit raised, or units given back, by another
+// process are seen within it.
+const recheck = time.Second
+
+// returnLag is how late after its instant a real cluster may free an
+// expired hold (it frees them in batches, typically within 100 ms). A
+// denial or a read that close after a hold's instant may still count it.
+const returnLag = time.Second
+
+// prune drops the holds that have returned at t.
+func (v *view) prune(t uint64) {
+	n := 0
+	for n < len(v.holds) && v.holds[n].expires <= t {
+		v.held -= v.holds[n].amount
+		v.lastReturn = v.holds[n].expires
+		n++
+	}
+	if n > 0 {
+		v.holds = v.holds[n:]
+	}
+	if v.unknown > 0 && t >= v.unknownEnd {
+		v.unknown = 0
+	}
+}
+
+// inFlight is how many units are in flight at t, as far as the view knows.
+func (v *view) inFlight(t uint64) uint64 {
+	v.prune(t)
+	return v.held + v.unknown
+}
+
+// available is how many units can be taken at t, as far as the view knows.
+func (v *view) available(t uint64) uint64 {
+	return v.limit - min(v.limit, v.inFlight(t))
+}
+
+// complete reports whether the view knows every unit in flight and the
+// limit (as of its last contact with the cluster).
+func (v *view) complete() bool { return v.limitKnown && v.unknown == 0 && !v.stale }
+
+// took records a hold of amount units taken at t, returning at expires.
+// A hold it knows already (a retry of an applied attempt echoes the
+// original timestamp, hence the same instant) is not counted twice.
+func (v *view) took(id ID, amount, expires uint64) {
+	i := len(v.holds)
+	for i > 0 && v.holds[i-1].expires > expires {
+		i-- // rare: a shorter re-hold; holds of one window arrive in order
+	}
+	for j := i - 1; j >= 0 && v.holds[j].expires == expires; j-- {
+		if v.holds[j].id == id {
+			return
+		}
+	}
+	v.holds = slices.Insert(v.holds, i, vhold{id: id, amount: amount, expires: expires})
+	v.held += amount
+}
+
+// ended records that hold id was voided (its units are back) or posted
+// (its units are spent for good: the limit shrinks by them).
+func (v *view) ended(id ID, posted bool) {
+	for i, h := range v.holds {
+		if h.id == id {
+			v.holds = slices.Delete(v.holds, i, i+1)
+			v.held -= h.amount
+			if posted {
+				v.limit -= min(v.limit, h.amount)
+			}
+			return
+		}
+	}
+}
+
+// admitted records that the cluster admitted amount units at t (before
+// recording the hold): a view that said they did not fit is stale.
+func (v *view) admitted(amount, t uint64) {
+	if v.complete() && v.available(t) < amount {
+		v.stale = true // units came back, or the limit was raised, elsewhere
+	}
+}
+
+// denied records that the cluster denied amount units at t (local time
+// now). A denial the view predicted confirms it: the user may be denied
+// locally for a while. One it did not predict means another process holds
+// units the view does not know of; unless a hold of this Client returned
+// so recently that the cluster may not have freed it yet, the view is
+// stale until read, and counts the difference as unknown units.
+func (v *view) denied(amount, t uint64, now int64) {
+	avail := v.available(t)
+	switch {
+	case avail < amount:
+		v.checked = now
+	case t < v.lastReturn+v.lag:
+		// The cluster has not freed a returned hold yet: ask it again.
+	default:
+		v.stale = true
+		v.unknown += avail - min(avail, amount-1)
+		v.unknownEnd = max(v.unknownEnd, t+v.window+uint64(time.Second))
+	}
+}
+
+// read records what a read of the account showed: the limit and the units
+// in flight (pending), just after the cluster applied every hold this
+// Client knows of and none it took later. t is the cluster time of the
+// last of those (a lower bound of the read's instant) and span how much
+// later the read may have been made: holds returning within [t, t+span],
+// or shortly before t on a cluster that frees them late, may or may not be
+// in pending.
+func (v *view) read(limit, pending, t, span uint64) {
+	v.limit, v.limitKnown = limit, true
+	v.prune(t - min(t, v.lag))
+	var surely, maybe uint64 // units of known holds surely, and perhaps, still in flight
+	for _, h := range v.holds {
+		maybe += h.amount
+		if h.expires > t+span {
+			surely += h.amount
+		}
+	}
+	v.stale = pending < surely // holds of this Client ended elsewhere
+	v.unknown = pending - min(pending, maybe)
+	v.unknownEnd = t + v.window + uint64(time.Second)
+	v.uses = 0
+}
+
+// scanned records the holds in flight at t that a scan of the account's
+// transfers found (flights, with when each returns): the view then knows
+// every unit in flight, its own holds included.
+func (v *view) scanned(fs []flight, t uint64) {
+	v.holds, v.held = v.holds[:0], 0
+	for _, f := range fs {
+		v.holds = append(v.holds, vhold{id: f.id, amount: f.amount, expires: f.expires})
+		v.held += f.amount
+	}
+	slices.SortFunc(v.holds, func(a, b vhold) int { return cmp.Compare(a.expires, b.expires) })
+	v.unknown, v.stale = 0, false
+	v.prune(t)
+}
+
+// deny reports whether amount units can be denied at t (local time now)
+// without asking the cluster: the view is complete, says they do not fit,
+// and the cluster confirmed a denial it predicted within recheck.
+func (v *view) deny(amount, t uint64, now int64) bool {
+	return v.checked != 0 && now-v.checked < int64(recheck) && v.complete() && v.available(t) < amount
+}
+
+// retryAfter is how long after t amount units will have returned, from the
+// holds known and, for the unknown units, the latest instant they return:
+// exact when the view is complete. It is negative when amount exceeds the
+// limit, and the longest a unit can stay in flight when the view cannot
+// tell.
+func (v *view) retryAfter(amount, t uint64) time.Duration {
+	if amount > v.limit {
+		return -1
+	}
+	avail := v.available(t)
+	if avail >= amount {
+		return 0
+	}
+	need := amount - avail
+	var got uint64
+	unknownAdded := v.unknown == 0
+	for _, h := range v.holds {
+		if !unknownAdded && v.unknownEnd <= h.expires {
+			if got += v.unknown; got >= need {
+				return time.Duration(v.unknownEnd - t)
+			}
+			unknownAdded = true
+		}
+		if got += h.amount; got >= need {
+			return time.Duration(h.expires - t)
+		}
+	}
+	if !unknownAdded {
+		if got += v.unknown; got >= need {
+			return time.Duration(v.unknownEnd - t)
+		}
+	}
+	return time.Duration(v.window) + time.Second
+}
+
+// resetAfter is how long after t every unit in flight has returned.
+func (v *view) resetAfter(t uint64) time.Duration {
+	end := t
+	if v.inFlight(t) == 0 {
+		return 0
+	}
+	if n := len(v.holds); n > 0 {
+		end = v.holds[n-1].expires
+	}
+	if v.unknown > 0 {
+		end = max(end, v.unknownEnd)
+	}
+	return time.Duration(end - t)
+}

@@ -1,0 +1,190 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+)
+
+const sec = uint64(time.Second)
+
+// newView is a complete view of a fresh account: limit 10, window 10s.
+func newView(lag time.Duration) view {
+	return view{window: 10 * sec, lag: uint64(lag), limit: 10, limitKnown: true}
+}
+
+func id(n byte) ID { return ID{n} }
+
+func TestViewCountsItsOwnHolds(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 3, 10*sec)
+	v.took(id(2), 4, 12*sec)
+	v.took(id(2), 4, 12*sec) // a retry of an applied attempt: the same hold
+	for _, step := range []struct {
+		at               uint64
+		avail, inFlight  uint64
+		retry4, reset    time.Duration
+		retry11, retry3n time.Duration
+	}{
+		{at: 1 * sec, avail: 3, inFlight: 7, retry4: 9 * time.Second, reset: 11 * time.Second, retry11: -1},
+		{at: 10 * sec, avail: 6, inFlight: 4, retry4: 0, reset: 2 * time.Second, retry11: -1},
+		{at: 12 * sec, avail: 10, inFlight: 0, retry4: 0, reset: 0, retry11: -1},
+	} {
+		if got := v.available(step.at); got != step.avail {
+			t.Errorf("available(%v) = %d, want %d", step.at, got, step.avail)
+		}
+		if got := v.inFlight(step.at); got != step.inFlight {
+			t.Errorf("inFlight(%v) = %d, want %d", step.at, got, step.inFlight)
+		}
+		if got := v.retryAfter(4, step.at); got != step.retry4 {
+			t.Errorf("retryAfter(4, %v) = %v, want %v", step.at, got, step.retry4)
+		}
+		if got := v.retryAfter(11, step.at); got != step.retry11 {
+			t.Errorf("retryAfter(11, %v) = %v, want %v (more than the limit)", step.at, got, step.retry11)
+		}
+		if got := v.resetAfter(step.at); got != step.reset {
+			t.Errorf("resetAfter(%v) = %v, want %v", step.at, got, step.reset)
+		}
+	}
+}
+
+func TestViewEndedHolds(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 3, 10*sec)
+	v.took(id(2), 4, 10*sec)
+	v.ended(id(1), false) // voided: back at once
+	if got := v.available(sec); got != 6 {
+		t.Fatalf("after a void: available %d, want 6", got)
+	}
+	v.ended(id(2), true) // posted: spent for good
+	if v.limit != 6 || v.available(sec) != 6 {
+		t.Fatalf("after a post: limit %d, available %d; want 6, 6", v.limit, v.available(sec))
+	}
+	v.ended(id(9), false) // unknown (returned already): nothing
+	if got := v.available(sec); got != 6 {
+		t.Fatalf("after ending an unknown hold: available %d, want 6", got)
+	}
+}
+
+// A user is denied locally only after the cluster confirmed a denial the
+// view predicted, for at most recheck, and only while nothing returned.
+func TestViewDeniesLocallyOnlyWhenConfirmed(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 10, 10*sec)
+	now := int64(1000)
+	if v.deny(1, sec, now) {
+		t.Fatal("denied locally before the cluster confirmed the view")
+	}
+	v.denied(1, sec, now) // predicted: confirms
+	if v.stale || !v.deny(1, 2*sec, now+1) {
+		t.Fatalf("after a predicted denial: stale %v, deny %v; want a local denial", v.stale, v.deny(1, 2*sec, now+1))
+	}
+	if v.deny(1, 2*sec, now+int64(recheck)) {
+		t.Fatal("denied locally past recheck")
+	}
+	if v.deny(1, 10*sec, now+1) {
+		t.Fatal("denied locally after the units returned")
+	}
+}
+
+// A denial the view did not predict means units it does not know of: the
+// view is stale (no local denials) and counts them as unknown until a read.
+func TestViewUnpredictedDenial(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 2, 10*sec)
+	v.denied(1, sec, 1) // the view says 8 available
+	if !v.stale || v.complete() {
+		t.Fatal("an unpredicted denial left the view complete")
+	}
+	if got := v.available(sec); got != 0 {
+		t.Fatalf("available after an unpredicted denial of 1 = %d, want 0", got)
+	}
+	if v.deny(1, sec, 2) {
+		t.Fatal("a stale view denies locally")
+	}
+	// The view's own hold returns at 10s; the unknown units surely by a
+	// window (and a second for re-holds) after the denial.
+	if got := v.retryAfter(1, sec); got != 9*time.Second {
+		t.Fatalf("retryAfter(1) = %v, want 9s (its own hold)", got)
+	}
+	if got := v.retryAfter(3, sec); got != 11*time.Second {
+		t.Fatalf("retryAfter(3) = %v, want 11s (the unknown units too)", got)
+	}
+	// A read fixes it: 5 in flight, 2 of them ours.
+	v.read(10, 5, sec, 0)
+	if v.stale || v.unknown != 3 || v.available(sec) != 5 {
+		t.Fatalf("after a read: stale %v, unknown %d, available %d; want false, 3, 5", v.stale, v.unknown, v.available(sec))
+	}
+	if v.complete() {
+		t.Fatal("complete with units of unknown return")
+	}
+	if got := v.available(12 * sec); got != 10 {
+		t.Fatalf("available a window and a second after the read = %d, want 10 (the unknown units returned)", got)
+	}
+}
+
+// On a cluster that frees returned holds late, a denial just after a hold
+// returned does not make the view stale.
+func TestViewReturnLag(t *testing.T) {
+	v := newView(returnLag)
+	v.took(id(1), 10, 10*sec)
+	v.denied(1, 10*sec+sec/10, 1)
+	if v.stale || v.checked != 0 {
+		t.Fatalf("a denial 100ms after the return: stale %v, checked %d; want neither", v.stale, v.checked)
+	}
+	// A read that close to the return may still count the hold.
+	v = newView(returnLag)
+	v.took(id(1), 4, 10*sec)
+	v.read(10, 4, 10*sec+sec/10, 0)
+	if v.stale || v.unknown != 0 {
+		t.Fatalf("a read 100ms after a return that still counts it: stale %v, unknown %d", v.stale, v.unknown)
+	}
+}
+
+func TestViewReads(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		pending        uint64
+		stale          bool
+		unknown, avail uint64
+	}{
+		{"all ours", 7, false, 0, 3},
+		{"others hold 2", 9, false, 2, 1},
+		{"one of ours ended elsewhere", 3, true, 0, 3},
+	} {
+		v := newView(0)
+		v.took(id(1), 3, 10*sec)
+		v.took(id(2), 4, 12*sec)
+		v.read(10, tc.pending, sec, 0)
+		if v.stale != tc.stale || v.unknown != tc.unknown || v.available(sec) != tc.avail {
+			t.Errorf("%s: stale %v, unknown %d, available %d; want %v, %d, %d", tc.name, v.stale, v.unknown, v.available(sec), tc.stale, tc.unknown, tc.avail)
+		}
+	}
+	// A limit read differs from the one assumed.
+	v := view{window: 10 * sec, limit: 10}
+	v.read(3, 0, sec, 0)
+	if !v.complete() || v.available(sec) != 3 {
+		t.Fatalf("after reading limit 3: complete %v, available %d", v.complete(), v.available(sec))
+	}
+}
+
+// Units that came back or a limit raised elsewhere show as an admission the
+// view did not predict.
+func TestViewUnpredictedAdmission(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 10, 10*sec)
+	v.admitted(1, sec)
+	if !v.stale {
+		t.Fatal("an admission the view said could not fit left it trusted")
+	}
+}
+
+// A scan makes the view complete, with every hold's return known.
+func TestViewScanned(t *testing.T) {
+	v := newView(0)
+	v.denied(1, sec, 1) // unknown units
+	v.scanned([]flight{{id: id(5), amount: 6, expires: 5 * sec}, {id: id(6), amount: 4, expires: 3 * sec}}, sec)
+	if !v.complete() || v.available(sec) != 0 || v.retryAfter(4, sec) != 2*time.Second || v.retryAfter(5, sec) != 4*time.Second {
+		t.Fatalf("after a scan: complete %v, available %d, retryAfter(4) %v, retryAfter(5) %v",
+			v.complete(), v.available(sec), v.retryAfter(4, sec), v.retryAfter(5, sec))
+	}
+}
