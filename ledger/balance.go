@@ -196,18 +196,6 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// releaseAfter returns how long after cluster time now at least need units
-// will have returned, from flights ordered by return; -1 if they never do.
-func releaseAfter(flights []flight, now, need uint64) time.Duration {
-	var got uint64
-	for _, f := range flights {
-		got += f.amount
-		if got >= need {
-			return time.Duration(f.expires - now)
-		}
-	}
-	return -1
-}
 
 func sortAccounts(as []tb.Account) {
 	slices.SortFunc(as, func(a, b tb.Account) int { return cmpU64(a.Timestamp, b.Timestamp) })

@@ -64,69 +64,82 @@ type lease struct {
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
 	u := c.users.get(UserID(r.Ledger, req.User), r)
-	tau := c.leases.cfg.Lifetime
-	counted, plain := false, false
+	counted := false
 	for {
 		u.mu.Lock()
 		if u.lease == nil {
 			u.lease = &lease{}
 		}
 		l := u.lease
-		now, t := c.localNow(), c.clusterNow()
 		if !counted {
 			l.demand += req.Amount
 			counted = true
 		}
-		if !l.ended && l.granted > 0 && now < l.taken+int64(tau) && l.granted-l.used >= req.Amount {
-			l.used += req.Amount
-			d := Decision{Allowed: true, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
-				ResetAfter: r.Window, ID: fromTB(l.hold.ID), Timestamp: t}
+		now, t := c.localNow(), c.clusterNow()
+		if d, ok := c.fromLease(u, req.Amount, now, t); ok {
 			u.mu.Unlock()
-			c.leaseAdmissions.Add(1)
-			return d, nil
-		}
-		if u.v.deny(req.Amount, t, now) {
-			d := localDenial(&u.v, req.Amount, t)
-			u.mu.Unlock()
-			c.localDenials.Add(1)
 			return d, nil
 		}
 		if ch := l.refresh; ch != nil {
 			u.mu.Unlock()
 			select {
 			case <-ch:
-				continue
+				continue // renewed by another call: try the new lease
 			case <-ctx.Done():
 				ds, err := c.unavailableDecisions(&op{}, unavailable(context.Cause(ctx)))
 				return first(ds), err
 			}
 		}
 		l.refresh = make(chan struct{})
-		o, size := c.renewal(u, l, req, now, t, plain)
+		o, size := c.renewal(u, l, req, now, t)
 		u.mu.Unlock()
+		return c.renew(ctx, u, l, o, size, Hold{Resource: r, Request: req})
+	}
+}
 
-		ds, err := c.decide(ctx, o, []Hold{{Resource: r, Request: req}})
-		d := first(ds)
-		u.mu.Lock()
-		close(l.refresh)
-		l.refresh = nil
-		switch {
-		case err == nil && d.Allowed:
-			l.hold, l.ts, l.taken = o.chain[len(o.chain)-1], d.Timestamp, c.localNow()
-			l.granted, l.used, l.demand, l.ended = size, req.Amount, 0, false
-			d.Remaining += size - req.Amount
-			id := l.hold.ID
-			u.mu.Unlock()
-			c.scheduleEnd(u, id)
-			return d, nil
-		case err == nil && size > req.Amount:
-			u.mu.Unlock()
-			plain = true // the view thought size fitted: ask for the call's amount alone
-			continue
-		}
-		u.mu.Unlock()
+// fromLease decides amount units of u without any I/O, if it can: from
+// its lease, or denied on its view's word. u.mu is held.
+func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decision, bool) {
+	l := u.lease
+	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
+		l.used += amount
+		c.leaseAdmissions.Add(1)
+		return Decision{Allowed: true, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
+			ResetAfter: u.res.Window, ID: fromTB(l.hold.ID), Timestamp: t}, true
+	}
+	if u.v.deny(amount, t, now) {
+		c.localDenials.Add(1)
+		return localDenial(&u.v, amount, t), true
+	}
+	return Decision{}, false
+}
+
+// renew sends renewal o (a lease of size units, with the call h) and, when
+// a lease larger than the call was refused (the view thought it fitted),
+// then a lease of exactly the call's amount. It records the lease taken and
+// lets the calls waiting for the renewal go on.
+func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint64, h Hold) (Decision, error) {
+	ds, err := c.decide(ctx, o, []Hold{h})
+	d := first(ds)
+	if err == nil && !d.Allowed && size > h.Request.Amount {
+		size = h.Request.Amount
+		o = &op{exact: c.exact}
+		o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
+		ds, err = c.decide(ctx, o, []Hold{h})
+		d = first(ds)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	close(l.refresh)
+	l.refresh = nil
+	if err != nil || !d.Allowed {
 		return d, err
 	}
+	l.hold, l.ts, l.taken = o.chain[len(o.chain)-1], d.Timestamp, c.localNow()
+	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
+	d.Remaining += size - h.Request.Amount
+	c.scheduleEnd(u, l.hold.ID)
+	return d, nil
 }
 
 // first returns ds[0], or a zero Decision.
@@ -143,10 +156,10 @@ func first(ds []Decision) Decision {
 // decision; a larger one is taken only as far as u's view, complete, says
 // units are available, so that it needs no lookup to learn what it got.
 // u.mu is held.
-func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64, plain bool) (*op, uint64) {
+func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) (*op, uint64) {
 	cfg := c.leases.cfg
 	size := req.Amount
-	if l.taken > 0 && !plain {
+	if l.taken > 0 {
 		elapsed := max(now-l.taken, int64(time.Millisecond))
 		rate := float64(l.demand) / float64(elapsed) // units per ns
 		// Rounded down: a unit too few costs one more lease, a unit too

@@ -59,20 +59,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 			return ds[0], nil
 		}
 	}
-	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
-	reserve.ID, reserve.UserData64, reserve.Code = id.tb(), p.Ref, codeReserve
-	o := &op{exact: c.exact}
-	o.hold(reserve, u)
-	o.add(tb.Transfer{
-		ID:              derive(rolePayment, 0, string(id[:])).tb(),
-		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
-		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
-		Amount:          tb.ToUint128(p.Amount),
-		UserData128:     id.tb(),
-		UserData64:      p.Ref,
-		Ledger:          r.Currency,
-		Code:            codePayment,
-	}, nil)
+	o := c.payment(r, p, id, u)
 	if err := c.submit(ctx, o); err != nil {
 		// A payment is never made open, whatever the Policy.
 		return Decision{Reason: Unavailable, ID: id}, &attemptError{id: id, err: err}
@@ -89,6 +76,27 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		return d, err
 	}
 	return o.ds[0], nil
+}
+
+// payment is the op of a payment: a pending reservation of its amount on
+// r's limit ledger for u (p.From), linked to the transfer itself on r's
+// currency ledger, whose ID is derived from the reservation's (id).
+func (c *Client) payment(r Resource, p Payment, id ID, u *user) *op {
+	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
+	reserve.ID, reserve.UserData64, reserve.Code = id.tb(), p.Ref, codeReserve
+	o := &op{exact: c.exact}
+	o.hold(reserve, u)
+	o.add(tb.Transfer{
+		ID:              derive(rolePayment, 0, string(id[:])).tb(),
+		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
+		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
+		Amount:          tb.ToUint128(p.Amount),
+		UserData128:     id.tb(),
+		UserData64:      p.Ref,
+		Ledger:          r.Currency,
+		Code:            codePayment,
+	}, nil)
+	return o
 }
 
 // payFailure explains why a payment's pair failed for a reason other than

@@ -275,6 +275,12 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 	if !ensure {
 		return nil
 	}
+	return c.ensureLimits(ctx, r, users)
+}
+
+// ensureLimits gives the users that existed with another limit the one
+// asked (SetLimit).
+func (c *Client) ensureLimits(ctx context.Context, r Resource, users []UserLimit) error {
 	ids := make([]ID, len(users))
 	for i, u := range users {
 		ids[i] = UserID(r.Ledger, u.Key)
@@ -329,10 +335,7 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 	}()
 	var attempt uint64
 	var lastState [2]tb.Uint128 // credits and debits posted at the last step
-	for step := 0; ; step++ {
-		if step == maxLimitSteps {
-			return fmt.Errorf("ledger: set limit of %q: no progress after %d steps", key, step)
-		}
+	for step := 0; step < maxLimitSteps; step++ {
 		a, ok, err := c.lookupAccount(ctx, uid)
 		if err != nil {
 			return err
@@ -349,64 +352,73 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 			lastState, attempt = state, 0
 		}
 		b, err := balanceOf(a)
-		if err != nil {
+		if err != nil || b.Limit == limit {
 			return err
 		}
-		if b.Limit == limit {
-			return nil
+		t, err := c.limitStep(ctx, r, uid, b, limit, stateID(uid, a.CreditsPosted, a.DebitsPosted, attempt))
+		if err != nil {
+			return fmt.Errorf("ledger: set limit of %q: %w", key, err)
 		}
-		id := stateID(uid, a.CreditsPosted, a.DebitsPosted, attempt)
-		var t []tb.Transfer
-		switch {
-		case limit > b.Limit:
-			t = []tb.Transfer{{
-				ID:              id.tb(),
-				DebitAccountID:  OperatorID(r.Ledger).tb(),
-				CreditAccountID: uid.tb(),
-				Amount:          tb.ToUint128(limit - b.Limit),
-				Ledger:          r.Ledger,
-				Code:            codeRaise,
-			}}
-		case b.Available > 0:
-			// A balancing debit moves as much as is available, up to the
-			// difference.
-			t = []tb.Transfer{{
-				ID:              id.tb(),
-				DebitAccountID:  uid.tb(),
-				CreditAccountID: OperatorID(r.Ledger).tb(),
-				Amount:          tb.ToUint128(b.Limit - limit),
-				Ledger:          r.Ledger,
-				Code:            codeLower,
-				Flags:           tb.TransferFlags{BalancingDebit: true}.ToUint16(),
-			}}
+		if err := c.sendLimitStep(ctx, t); err != nil {
+			return fmt.Errorf("ledger: set limit of %q: %w", key, err)
+		}
+	}
+	return fmt.Errorf("ledger: set limit of %q: no progress after %d steps", key, maxLimitSteps)
+}
+
+// limitStep returns the transfers of one step from balance b of account
+// uid towards limit, with id: a raise credits the difference; lowering
+// takes back what is available (a balancing debit moves as much as there
+// is, up to the difference) or else posts units in flight. It returns none
+// when what was in flight expired meanwhile.
+func (c *Client) limitStep(ctx context.Context, r Resource, uid ID, b balance, limit uint64, id ID) ([]tb.Transfer, error) {
+	switch {
+	case limit > b.Limit:
+		return []tb.Transfer{{
+			ID:              id.tb(),
+			DebitAccountID:  OperatorID(r.Ledger).tb(),
+			CreditAccountID: uid.tb(),
+			Amount:          tb.ToUint128(limit - b.Limit),
+			Ledger:          r.Ledger,
+			Code:            codeRaise,
+		}}, nil
+	case b.Available > 0:
+		return []tb.Transfer{{
+			ID:              id.tb(),
+			DebitAccountID:  uid.tb(),
+			CreditAccountID: OperatorID(r.Ledger).tb(),
+			Amount:          tb.ToUint128(b.Limit - limit),
+			Ledger:          r.Ledger,
+			Code:            codeLower,
+			Flags:           tb.TransferFlags{BalancingDebit: true}.ToUint16(),
+		}}, nil
+	}
+	return c.lowerInFlight(ctx, r, uid, b.Limit-limit)
+}
+
+// sendLimitStep sends a step of SetLimit. A step that raced with requests,
+// expiry or another SetLimit (which won from the same balance) is not an
+// error: the next step looks again.
+func (c *Client) sendLimitStep(ctx context.Context, t []tb.Transfer) error {
+	if len(t) == 0 {
+		return nil
+	}
+	res, err := c.conn.CreateTransfers(ctx, t)
+	if err != nil {
+		return err
+	}
+	for i, s := range res {
+		switch s.Status {
+		case tb.TransferCreated, tb.TransferLinkedEventFailed,
+			tb.TransferIDAlreadyFailed, tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
+			tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
 		default:
-			t, err = c.lowerInFlight(ctx, r, uid, b.Limit-limit)
-			if err != nil {
-				return fmt.Errorf("ledger: lower limit of %q: %w", key, err)
-			}
-			if t == nil {
-				continue // what was in flight expired meanwhile
-			}
-		}
-		res, err := c.conn.CreateTransfers(ctx, t)
-		if err != nil {
-			return err
-		}
-		for i, s := range res {
-			switch s.Status {
-			case tb.TransferCreated, tb.TransferLinkedEventFailed:
-			case tb.TransferIDAlreadyFailed,
-				tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
-				tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
-				// Raced with requests, expiry or another SetLimit: look again.
-			default:
-				if classify(s.Status) == outReusedID {
-					continue // another change from the same balance won
-				}
-				return fmt.Errorf("ledger: set limit of %q: %w", key, transferStatusError(i, s.Status))
+			if classify(s.Status) != outReusedID {
+				return transferStatusError(i, s.Status)
 			}
 		}
 	}
+	return nil
 }
 
 // maxLimitSteps bounds SetLimit's loop; each step makes progress unless it
@@ -448,38 +460,45 @@ func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint6
 			left -= f.amount
 			continue
 		}
-		excess := f.amount - left
+		out = append(out, c.postPart(r, f, post, f.amount-left, now)...)
 		left = 0
-		post.Flags = tb.TransferFlags{PostPendingTransfer: true, Linked: true}.ToUint16()
-		refund := tb.Transfer{
-			ID:              derive(roleRefund, 0, string(f.id[:])).tb(),
-			DebitAccountID:  op,
-			CreditAccountID: uid.tb(),
-			Amount:          tb.ToUint128(excess),
-			Ledger:          r.Ledger,
-			Code:            codeRefund,
-			Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
-		}
-		// The hold lasts until the unit would have expired, rounded up to
-		// whole seconds, plus, on a remote cluster, a second for the
-		// difference between this clock and the cluster's.
-		secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
-		if !c.conn.InProcess() {
-			secs++
-		}
-		hold := tb.Transfer{
-			ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
-			DebitAccountID:  uid.tb(),
-			CreditAccountID: op,
-			Amount:          tb.ToUint128(excess),
-			Timeout:         uint32(min(secs, math.MaxUint32)),
-			Ledger:          r.Ledger,
-			Code:            codeRefundLock,
-			Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
-		}
-		out = append(out, post, refund, hold)
 	}
 	return out, nil
+}
+
+// postPart returns the chain that posts flight f (post) of which only
+// part is to be taken back: the excess is refunded and held by a pending
+// transfer until f would have returned, so that nothing returns earlier
+// than it would have.
+func (c *Client) postPart(r Resource, f flight, post tb.Transfer, excess, now uint64) []tb.Transfer {
+	post.Flags = tb.TransferFlags{PostPendingTransfer: true, Linked: true}.ToUint16()
+	refund := tb.Transfer{
+		ID:              derive(roleRefund, 0, string(f.id[:])).tb(),
+		DebitAccountID:  post.CreditAccountID,
+		CreditAccountID: post.DebitAccountID,
+		Amount:          tb.ToUint128(excess),
+		Ledger:          r.Ledger,
+		Code:            codeRefund,
+		Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
+	}
+	// The hold lasts until the unit would have expired, rounded up to whole
+	// seconds, plus, on a remote cluster, a second for the difference
+	// between this clock and the cluster's.
+	secs := (f.expires - min(now, f.expires) + uint64(time.Second) - 1) / uint64(time.Second)
+	if !c.conn.InProcess() {
+		secs++
+	}
+	hold := tb.Transfer{
+		ID:              derive(roleRefundLock, 0, string(f.id[:])).tb(),
+		DebitAccountID:  post.DebitAccountID,
+		CreditAccountID: post.CreditAccountID,
+		Amount:          tb.ToUint128(excess),
+		Timeout:         uint32(min(secs, math.MaxUint32)),
+		Ledger:          r.Ledger,
+		Code:            codeRefundLock,
+		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+	}
+	return []tb.Transfer{post, refund, hold}
 }
 
 // maxLowerPosts bounds the holds one step of SetLimit posts: a request a

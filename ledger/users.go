@@ -60,13 +60,6 @@ func (us *users) get(id ID, r Resource) *user {
 	return u
 }
 
-// peek returns the user of account id if the table holds it.
-func (us *users) peek(id ID) *user {
-	s := &us.shards[id[0]%userShards]
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.m[id]
-}
 
 // forget drops what is known of account id's user.
 func (us *users) forget(id ID) {
