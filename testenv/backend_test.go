@@ -6,6 +6,8 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
@@ -50,7 +52,7 @@ func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
 	if !ran["embedded"] {
 		t.Error("the embedded subtest did not run")
 	}
-	if _, err := FindBinary(""); err != nil || testing.Short() {
+	if _, err := launch.FindBinary(""); err != nil || testing.Short() {
 		if ran["tigerbeetle"] {
 			t.Error("the tigerbeetle subtest ran without a binary or under -short")
 		}

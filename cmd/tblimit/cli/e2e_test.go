@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/testenv"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 // acceptRequests is the first acceptance scenario: 5 requests per 2 s; the
@@ -116,7 +116,7 @@ func TestAcceptanceRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: needs a real tigerbeetle server")
 	}
-	if _, err := testenv.FindBinary(""); errors.Is(err, testenv.ErrNoBinary) {
+	if _, err := launch.FindBinary(""); errors.Is(err, launch.ErrNoBinary) {
 		t.Skip("no tigerbeetle binary: set $TIGERBEETLE_BIN or put tigerbeetle on PATH (scripts/install-tigerbeetle.sh installs one)")
 	}
 	t.Setenv(envMain, "1") // tigerbeetle up re-executes this binary as tblimit
@@ -144,7 +144,7 @@ func TestAcceptanceRealServer(t *testing.T) {
 }
 
 func TestServerCommandsWithoutBinary(t *testing.T) {
-	t.Setenv(testenv.EnvBinary, "")
+	t.Setenv(launch.EnvBinary, "")
 	t.Setenv("PATH", t.TempDir())
 	e := &cliEnv{t: t, ctx: t.Context()}
 	dir := t.TempDir()

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/testenv"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 // serverOptions are the flags of the tigerbeetle commands.
@@ -243,8 +243,8 @@ func (o *serverOptions) up(ctx context.Context) error {
 			o.printStatus(p, st)
 		})
 	}
-	bin, err := testenv.FindBinary(o.binary)
-	if errors.Is(err, testenv.ErrNoBinary) {
+	bin, err := launch.FindBinary(o.binary)
+	if errors.Is(err, launch.ErrNoBinary) {
 		return errors.New("no tigerbeetle binary found (tried --binary, $TIGERBEETLE_BIN and tigerbeetle on PATH): " +
 			"install one with scripts/install-tigerbeetle.sh, then export TIGERBEETLE_BIN=<dir>/tigerbeetle as it says")
 	}
@@ -292,7 +292,7 @@ func (o *serverOptions) up(ctx context.Context) error {
 		line, err := bufio.NewReader(r).ReadString('\n')
 		got <- answer{line, err}
 	}()
-	timeout := time.NewTimer(testenv.DefaultReadyTimeout + 10*time.Second)
+	timeout := time.NewTimer(launch.DefaultReadyTimeout + 10*time.Second)
 	defer timeout.Stop()
 	var a answer
 	select {
@@ -302,7 +302,7 @@ func (o *serverOptions) up(ctx context.Context) error {
 		return ctx.Err()
 	case <-timeout.C:
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		return fmt.Errorf("tigerbeetle did not start within %s; see %s", testenv.DefaultReadyTimeout+10*time.Second, logPath)
+		return fmt.Errorf("tigerbeetle did not start within %s; see %s", launch.DefaultReadyTimeout+10*time.Second, logPath)
 	}
 	if a.err != nil || strings.TrimSpace(a.line) == "" {
 		<-exited
@@ -352,14 +352,12 @@ func (o *serverOptions) serve(ctx context.Context) error {
 		_ = json.NewEncoder(f).Encode(v)
 		f.Close()
 	}
-	proc, err := testenv.Launch(ctx, testenv.Config{
-		Binary:      o.binary,
-		Dir:         dir,
-		Port:        o.port,
-		ClusterID:   o.g.clusterID,
-		Development: o.development,
-		Stderr:      o.g.stderr,
-	})
+	proc, err := launch.Start(ctx, dir,
+		launch.WithBinary(o.binary),
+		launch.WithPort(o.port),
+		launch.WithClusterID(o.g.clusterID),
+		launch.WithDevelopment(o.development),
+		launch.WithStderr(o.g.stderr))
 	if err != nil {
 		report(map[string]string{"error": err.Error()})
 		return err
@@ -477,7 +475,7 @@ func ours(pid int, dir string) bool {
 // stop sends SIGTERM to pid and waits for it to go, then SIGKILL.
 func stop(ctx context.Context, pid int) error {
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(testenv.DefaultStopTimeout + 5*time.Second)
+	deadline := time.Now().Add(launch.DefaultStopTimeout + 5*time.Second)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
