@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tblimit/tblimit/testenv/internal/fake"
+	"github.com/tblimit/tblimit/testenv/fake"
 	"github.com/tblimit/tblimit/testenv/launch"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tblimit/tblimit/testenv/internal/fake"
+	"github.com/tblimit/tblimit/testenv/fake"
 	"github.com/tblimit/tblimit/testenv/launch"
 )
 

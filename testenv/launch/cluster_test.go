@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tblimit/tblimit/testenv/internal/fake"
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 // endedBy fails the test unless p ended by signal sig.

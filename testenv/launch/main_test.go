@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tblimit/tblimit/testenv/internal/fake"
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 func TestMain(m *testing.M) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tblimit/tblimit/testenv/internal/fake"
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 func TestLaunchFormatsStartsAndStops(t *testing.T) {
