@@ -7,10 +7,8 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/tigerbeetle/tigerbeetle-go v0.17.9
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/sys v0.31.0
 	golang.org/x/term v0.30.0
 )
 
-require (
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	golang.org/x/sys v0.31.0 // indirect
-)
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -89,3 +89,32 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		f(t, &Backend{Name: "tigerbeetle", Real: true, Client: srv.Client(t)})
 	})
 }
+
+// InTime runs body with window w and, on a real server, again with twice the window (up to
+// max) for as long as body returns false. body returns false when its own cluster
+// timestamps (Decision.Timestamp, transfer timestamps; see Within) show that its work
+// outlasted the window, so that what it was about to assert no longer follows: a slow
+// machine or server then costs time, not a failure. body must use new ledgers on each run
+// (NewLedger). On the embedded engine time moves only by Advance, so false fails the test.
+func (b *Backend) InTime(t testing.TB, w, max time.Duration, body func(w time.Duration) bool) {
+	t.Helper()
+	for {
+		if body(w) {
+			return
+		}
+		if !b.Real {
+			t.Fatalf("testenv: InTime: the body found its work outlasted a %v window on the embedded engine, whose clock moves only by Advance", w)
+		}
+		if w *= 2; w > max {
+			t.Fatalf("testenv: InTime: the work outlasted a %v window", w/2)
+		}
+		t.Logf("testenv: InTime: the work outlasted the window; again with %v", w)
+	}
+}
+
+// Within reports whether cluster timestamp to (in ns) comes less than w after from: whether
+// a unit taken at from is still held at to. Real TigerBeetle frees a unit at, or shortly
+// after, from+w; it never frees it earlier.
+func Within(from, to uint64, w time.Duration) bool {
+	return to < from+uint64(w)
+}

@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
@@ -50,7 +53,7 @@ func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
 	if !ran["embedded"] {
 		t.Error("the embedded subtest did not run")
 	}
-	if _, err := FindBinary(""); err != nil || testing.Short() {
+	if _, err := launch.FindBinary(""); err != nil || testing.Short() {
 		if ran["tigerbeetle"] {
 			t.Error("the tigerbeetle subtest ran without a binary or under -short")
 		}
@@ -98,5 +101,30 @@ func TestSharedNeedsMain(t *testing.T) {
 	c.run(func(tb testing.TB) { Shared(tb) })
 	if c.failed == "" {
 		t.Error("Shared without Main did not fail the test")
+	}
+}
+
+func TestInTime(t *testing.T) {
+	t.Parallel()
+	var runs []time.Duration
+	real := &Backend{Real: true}
+	real.InTime(t, time.Second, 8*time.Second, func(w time.Duration) bool {
+		runs = append(runs, w)
+		return w >= 4*time.Second
+	})
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}; !slices.Equal(runs, want) {
+		t.Errorf("InTime ran with %v, want %v", runs, want)
+	}
+	for _, b := range []*Backend{{}, {Real: true}} {
+		c := &captureTB{TB: t}
+		c.run(func(tb testing.TB) {
+			b.InTime(tb, time.Second, 2*time.Second, func(time.Duration) bool { return false })
+		})
+		if c.failed == "" {
+			t.Errorf("InTime on Real=%v with a body that never fits did not fail", b.Real)
+		}
+	}
+	if !Within(10, 10+uint64(time.Second)-1, time.Second) || Within(10, 10+uint64(time.Second), time.Second) {
+		t.Error("Within: a unit is held until exactly one window after its timestamp")
 	}
 }

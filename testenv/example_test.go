@@ -1,9 +1,6 @@
 package testenv_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -32,19 +29,19 @@ func ExampleEach() {
 	}
 }
 
-// Launch outside of tests, as `tblimit tigerbeetle up` does: a server that keeps its data.
-func ExampleLaunch() {
-	p, err := testenv.Launch(context.Background(), testenv.Config{
-		Dir:         "./data",
-		Port:        3000,
-		Development: true,
-		Stderr:      os.Stderr,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return
+// A test that stops, kills and restarts replicas of a cluster of its own.
+func ExampleStartCluster() {
+	_ = func(t *testing.T) {
+		c := testenv.StartCluster(t, 3) // skips when there is no tigerbeetle binary
+		client := c.Client(t)           // given every replica's address
+		if err := c.KillReplica(0); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Nop(); err != nil { // two of three replicas still answer
+			t.Fatal(err)
+		}
+		if err := c.RestartReplica(t.Context(), 0); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer p.Stop()
-	fmt.Println("listening on", p.Addresses[0])
-	_ = p.Wait()
 }

@@ -1,56 +1,27 @@
 package testenv
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/tblimit/tblimit/testenv/fake"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
-// Environment of the child processes these tests start from their own binary.
-const (
-	// envFakeMode turns the test binary into a fake `tigerbeetle start` (see fakeServer).
-	envFakeMode = "TESTENV_FAKE_TIGERBEETLE"
-	envFakeLog  = "TESTENV_FAKE_LOG"
-	// envDialProbe makes Start and Shared accept a fake server that only accepts TCP
-	// connections.
-	envDialProbe = "TESTENV_DIAL_PROBE"
-)
+// envDialProbe makes Start and Shared, in a child test binary, accept a fake server that
+// only accepts TCP connections.
+const envDialProbe = "TESTENV_DIAL_PROBE"
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(envFakeMode); mode != "" {
-		os.Exit(fakeServer(mode, os.Args[1:]))
-	}
+	fake.Serve()
 	if os.Getenv(envDialProbe) != "" {
-		defaultProbe = dialProbe
+		defaultOptions = append(defaultOptions, launch.WithProbe(fake.DialProbe))
 	}
 	Main(m)
 }
-
-// dialProbe is ready as soon as a TCP connection succeeds: enough for a fake server, which
-// does not speak TigerBeetle's protocol.
-// Like the real client, it retries until ctx is done.
-func dialProbe(ctx context.Context, _ uint64, addresses []string) error {
-	var d net.Dialer
-	for {
-		c, err := d.DialContext(ctx, "tcp", addresses[0])
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// withProbe replaces the readiness probe of Start.
-func withProbe(p probeFunc) Option { return func(o *options) { o.probe = p } }
 
 // captureTB records how Start and Shared end a test, so that their skip and fatal paths can
 // be checked without ending the calling test.

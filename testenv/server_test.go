@@ -13,26 +13,29 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tblimit/tblimit/testenv/fake"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 func TestStartStopsAndRemovesOnCleanup(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	var srv *Server
 	t.Run("user", func(t *testing.T) {
-		srv = Start(t, WithBinary(f.bin), WithClusterID(5), withProbe(dialProbe))
+		srv = Start(t, launch.WithBinary(f.Bin), launch.WithClusterID(5), launch.WithProbe(fake.DialProbe))
 		if srv.ClusterID != 5 || len(srv.Addresses) != 1 {
 			t.Errorf("Server = %+v", srv)
 		}
-		if !strings.Contains(f.calls(t)[0], "--development") {
-			t.Errorf("format call %q lacks --development", f.calls(t)[0])
+		if !strings.Contains(f.Calls(t)[0], "--development") {
+			t.Errorf("format call %q lacks --development", f.Calls(t)[0])
 		}
 		if _, err := os.Stat(srv.Process().DataFile); err != nil {
 			t.Error(err)
 		}
 	})
 	p := srv.Process()
-	if !gone(p.Cmd.Process.Pid) {
+	if !fake.Gone(p.Cmd.Process.Pid) {
 		t.Error("server still running after the test that started it ended")
 	}
 	if _, err := os.Stat(p.DataFile); !errors.Is(err, os.ErrNotExist) {
@@ -42,25 +45,29 @@ func TestStartStopsAndRemovesOnCleanup(t *testing.T) {
 
 func TestStartSkipsWithoutBinary(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	t.Setenv(EnvBinary, "")
+	t.Setenv(launch.EnvBinary, "")
 	before := skipped.Load()
 	c := &captureTB{TB: t}
 	c.run(func(tb testing.TB) { Start(tb) })
-	if c.skipped != skipNoBinary {
-		t.Errorf("Start skipped with %q, want %q", c.skipped, skipNoBinary)
+	want, count := skipNoBinary, int64(1)
+	if testing.Short() {
+		want, count = skipShort, 0 // -short skips first: it needs no binary to decide
+	}
+	if c.skipped != want {
+		t.Errorf("Start skipped with %q, want %q", c.skipped, want)
 	}
 	if strings.Contains(c.skipped, "\n") {
 		t.Errorf("skip message %q is not one line", c.skipped)
 	}
-	if got := skipped.Load() - before; got != 1 {
-		t.Errorf("skip count grew by %d, want 1", got)
+	if got := skipped.Load() - before; got != count {
+		t.Errorf("skip count grew by %d, want %d", got, count)
 	}
 }
 
 func TestStartFailsWithServerOutput(t *testing.T) {
-	f := newFake(t, fakeOpts{mode: fakeExitEarly})
+	f := fake.New(t, fake.Options{Mode: fake.ModeExitEarly})
 	c := &captureTB{TB: t}
-	c.run(func(tb testing.TB) { Start(tb, WithBinary(f.bin)) })
+	c.run(func(tb testing.TB) { Start(tb, launch.WithBinary(f.Bin)) })
 	if !strings.Contains(c.failed, "the data file is locked by another process") {
 		t.Errorf("Start failed with %q, want the server's stderr", c.failed)
 	}
@@ -68,7 +75,7 @@ func TestStartFailsWithServerOutput(t *testing.T) {
 
 func TestStartFailsOnUnusableBinary(t *testing.T) {
 	c := &captureTB{TB: t}
-	c.run(func(tb testing.TB) { Start(tb, WithBinary(filepath.Join(t.TempDir(), "missing"))) })
+	c.run(func(tb testing.TB) { Start(tb, launch.WithBinary(filepath.Join(t.TempDir(), "missing"))) })
 	if c.failed == "" || c.skipped != "" {
 		t.Errorf("Start with a missing binary: failed %q, skipped %q; want a failure", c.failed, c.skipped)
 	}
@@ -184,12 +191,12 @@ func (r childResult) serverPid(t *testing.T) int {
 
 func TestStartCleansUpWhenTestPanics(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
-	r := runChild(t, "start-panic", []string{EnvBinary + "=" + f.bin}, nil)
+	f := fake.New(t, fake.Options{})
+	r := runChild(t, "start-panic", []string{launch.EnvBinary + "=" + f.Bin}, nil)
 	if r.state.Success() || !strings.Contains(r.output, "scenario panics") {
 		t.Fatalf("child ended with %v, want the panic; output:\n%s", r.state, r.output)
 	}
-	waitGone(t, r.serverPid(t), 5*time.Second)
+	fake.WaitGone(t, r.serverPid(t), 5*time.Second)
 	if _, err := os.Stat(r.out["data"]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("data file %s left after the panic: %v", r.out["data"], err)
 	}
@@ -197,14 +204,14 @@ func TestStartCleansUpWhenTestPanics(t *testing.T) {
 
 func TestSharedServerDiesWithKilledTestBinary(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	tmp := t.TempDir()
-	r := runChild(t, "shared-killed", []string{EnvBinary + "=" + f.bin, "TMPDIR=" + tmp}, nil)
+	r := runChild(t, "shared-killed", []string{launch.EnvBinary + "=" + f.Bin, "TMPDIR=" + tmp}, nil)
 	if ws := r.state.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, want SIGKILL; output:\n%s", r.state, r.output)
 	}
 	// Pdeathsig on Linux; elsewhere the server reads end of file on stdin.
-	waitGone(t, r.serverPid(t), 5*time.Second)
+	fake.WaitGone(t, r.serverPid(t), 5*time.Second)
 
 	dir := r.out["dir"]
 	if !strings.HasPrefix(dir, filepath.Join(tmp, sharedDirPrefix)) {
@@ -249,9 +256,9 @@ func TestSweepStaleKeepsLiveOwners(t *testing.T) {
 
 func TestMainStopsServersOnInterrupt(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	tmp := t.TempDir()
-	r := runChild(t, "shared-interrupted", []string{EnvBinary + "=" + f.bin, "TMPDIR=" + tmp}, func(p *os.Process) {
+	r := runChild(t, "shared-interrupted", []string{launch.EnvBinary + "=" + f.Bin, "TMPDIR=" + tmp}, func(p *os.Process) {
 		if err := p.Signal(os.Interrupt); err != nil {
 			t.Error(err)
 		}
@@ -262,7 +269,7 @@ func TestMainStopsServersOnInterrupt(t *testing.T) {
 	if !strings.Contains(r.output, "testenv: interrupt: stopping tigerbeetle servers") {
 		t.Errorf("child output lacks the interrupt notice:\n%s", r.output)
 	}
-	if pid := r.serverPid(t); !gone(pid) {
+	if pid := r.serverPid(t); !fake.Gone(pid) {
 		t.Errorf("server %d still running after the interrupted binary exited", pid)
 	}
 	if _, err := os.Stat(r.out["dir"]); !errors.Is(err, os.ErrNotExist) {
@@ -272,7 +279,7 @@ func TestMainStopsServersOnInterrupt(t *testing.T) {
 
 func TestMainPrintsOneSkipLine(t *testing.T) {
 	t.Parallel()
-	r := runChild(t, "skips", []string{EnvBinary + "=", "PATH=" + t.TempDir()}, nil)
+	r := runChild(t, "skips", []string{launch.EnvBinary + "=", "PATH=" + t.TempDir()}, nil)
 	if !r.state.Success() {
 		t.Fatalf("child ended with %v; output:\n%s", r.state, r.output)
 	}
@@ -285,5 +292,51 @@ func TestMainPrintsOneSkipLine(t *testing.T) {
 	want := "testenv: 3 test(s) needing a real tigerbeetle server skipped: no binary; set $TIGERBEETLE_BIN or put tigerbeetle on PATH (scripts/install-tigerbeetle.sh installs one)"
 	if len(lines) != 1 || lines[0] != want {
 		t.Errorf("summary lines = %q, want [%q]; output:\n%s", lines, want, r.output)
+	}
+}
+
+// A cluster's cleanup stops the replicas still running, quietly leaves the ones the test
+// killed, and removes every data file.
+func TestStartClusterStopsAndRemovesOnCleanup(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t, fake.Options{})
+	var c *Cluster
+	var replicas []*launch.Process
+	t.Run("user", func(t *testing.T) {
+		c = StartCluster(t, 3, launch.WithBinary(f.Bin), launch.WithProbe(fake.DialProbe))
+		if c.Replicas() != 3 || len(c.Addresses) != 3 {
+			t.Fatalf("cluster of %d replicas at %q", c.Replicas(), c.Addresses)
+		}
+		if err := c.KillReplica(2); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			replicas = append(replicas, c.Replica(i))
+		}
+	})
+	for _, p := range replicas {
+		if !fake.Gone(p.Cmd.Process.Pid) {
+			t.Errorf("replica %d still running after the test that started it ended", p.Replica)
+		}
+		if _, err := os.Stat(p.DataFile); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("data file of replica %d still there after the test ended: %v", p.Replica, err)
+		}
+	}
+	for _, call := range f.Calls(t)[:3] {
+		if !strings.Contains(call, "--replica-count=3 --development") {
+			t.Errorf("format call %q lacks --replica-count=3 --development", call)
+		}
+	}
+}
+
+// Under -short, a test that names its own (fake) binary still runs: only the search for a
+// real server is skipped.
+func TestStartWithExplicitBinaryRunsUnderShort(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t, fake.Options{})
+	c := &captureTB{TB: t}
+	c.run(func(tb testing.TB) { Start(tb, launch.WithBinary(f.Bin), launch.WithProbe(fake.DialProbe)) })
+	if c.skipped != "" || c.failed != "" {
+		t.Errorf("Start with WithBinary: skipped %q, failed %q; want it started", c.skipped, c.failed)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,36 +14,81 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/testenv"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
-// acceptRequests is the first acceptance scenario: 5 requests per 2 s; the
-// sixth is denied (exit 3); 2 s later requests are admitted again. wait lets
-// the time pass.
-func acceptRequests(t *testing.T, e *cliEnv, ledgerNo string, wait func(time.Duration)) {
+// acceptRequests is the first acceptance scenario: 5 requests per window w;
+// the sixth is denied (exit 3); once the window has passed requests are
+// admitted again. wait lets the time pass. resource names the resource it
+// creates on ledger ledgerNo.
+//
+// It checks every count against the cluster's own timestamps: the counts
+// hold while all five admissions fall within one window of the first. When
+// the commands outlasted w (a slow machine or server: each command against
+// a real server connects anew) it returns false having failed nothing, so
+// that the caller can run it again with a longer window.
+func acceptRequests(t *testing.T, e *cliEnv, resource, ledgerNo string, w time.Duration, wait func(time.Duration)) bool {
 	t.Helper()
-	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", ledgerNo, "--window", "2s", "--limit", "5")
-	e.ok("users", "add", "api", "alice")
+	e.ok("resources", "create", resource, "--kind", "requests", "--ledger", ledgerNo, "--window", w.String(), "--limit", "5")
+	e.ok("users", "add", resource, "alice")
+	var first time.Time
+	within := func(d decisionJSON) bool {
+		t.Helper()
+		at, err := time.Parse(time.RFC3339Nano, d.Time)
+		if err != nil {
+			t.Fatalf("decision time %q: %v", d.Time, err)
+		}
+		if first.IsZero() {
+			first = at
+		}
+		if at.Sub(first) >= w {
+			t.Logf("with a %v window, a decision came %v after the first: running again with a longer window", w, at.Sub(first))
+			return false
+		}
+		return true
+	}
 	for i := 1; i <= 5; i++ {
 		var d decisionJSON
-		e.json(ExitOK, &d, "acquire", "api", "alice")
+		e.json(ExitOK, &d, "acquire", resource, "alice")
+		if !within(d) {
+			return false
+		}
 		if !d.Allowed || d.Remaining != uint64(5-i) || d.Limit != 5 {
 			t.Fatalf("acquire %d = %+v, want allowed with %d remaining of 5", i, d, 5-i)
 		}
 	}
-	r := e.code(ExitDenied, "acquire", "api", "alice")
-	if !strings.Contains(r.stdout, "denied (limit exceeded)") || r.stderr != "" {
-		t.Fatalf("acquire 6: stdout %q, stderr %q; want a denial on stdout and nothing on stderr", r.stdout, r.stderr)
-	}
+	r := e.run("acquire", resource, "alice")
 	var d decisionJSON
-	e.json(ExitDenied, &d, "acquire", "api", "alice")
-	if d.Allowed || d.Reason != "limit_exceeded" || d.RetryAfterSeconds <= 0 || d.RetryAfterSeconds > 2 {
-		t.Fatalf("acquire 7 = %+v, want denied, retry within 2s", d)
+	e.json(ExitDenied, &d, "acquire", resource, "alice")
+	if !within(d) { // the sixth came before this seventh, so within the window too
+		return false
 	}
-	wait(2 * time.Second)
-	e.json(ExitOK, &d, "acquire", "api", "alice")
+	if r.code != ExitDenied || !strings.Contains(r.stdout, "denied (limit exceeded)") || r.stderr != "" {
+		t.Fatalf("acquire 6 = exit %d, stdout %q, stderr %q; want a denial on stdout and nothing on stderr", r.code, r.stdout, r.stderr)
+	}
+	if d.Allowed || d.Reason != "limit_exceeded" || d.RetryAfterSeconds <= 0 || d.RetryAfterSeconds > w.Seconds() {
+		t.Fatalf("acquire 7 = %+v, want denied, retry within %v", d, w)
+	}
+	wait(w) // from after the seventh decision: past the first unit's return
+	e.json(ExitOK, &d, "acquire", resource, "alice")
 	if !d.Allowed {
-		t.Fatalf("acquire after 2s = %+v, want allowed", d)
+		t.Fatalf("acquire after %v = %+v, want allowed", w, d)
+	}
+	return true
+}
+
+// acceptRequestsInTime runs acceptRequests from window w on, doubling the
+// window (on a new resource and ledger) while the commands outlast it, up to
+// a minute.
+func acceptRequestsInTime(t *testing.T, e *cliEnv, w time.Duration, wait func(time.Duration)) {
+	t.Helper()
+	for i := 1; ; i++ {
+		if acceptRequests(t, e, fmt.Sprintf("api%d", i), fmt.Sprint(100+i), w, wait) {
+			return
+		}
+		if w *= 2; w > time.Minute {
+			t.Fatalf("the scenario's commands outlasted a %v window", w/2)
+		}
 	}
 }
 
@@ -93,7 +139,9 @@ func TestAcceptanceRequestRate(t *testing.T) {
 	e := newEnv(t)
 	// Units return exactly one window after their cluster timestamp, which
 	// is a little after the clock's reading when the clock stands still.
-	acceptRequests(t, e, "1", func(d time.Duration) { e.clock.Advance(d + time.Millisecond) })
+	if !acceptRequests(t, e, "api", "1", 2*time.Second, func(d time.Duration) { e.clock.Advance(d + time.Millisecond) }) {
+		t.Fatal("the manual clock moved by itself")
+	}
 }
 
 // The same scenario in real time, as a new user runs it by hand: separate
@@ -101,7 +149,7 @@ func TestAcceptanceRequestRate(t *testing.T) {
 func TestAcceptanceRequestRateRealTime(t *testing.T) {
 	t.Parallel()
 	e := newRealTimeEnv(t)
-	acceptRequests(t, e, "1", time.Sleep)
+	acceptRequestsInTime(t, e, 2*time.Second, time.Sleep)
 }
 
 func TestAcceptanceMoney(t *testing.T) {
@@ -116,20 +164,23 @@ func TestAcceptanceRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: needs a real tigerbeetle server")
 	}
-	if _, err := testenv.FindBinary(""); errors.Is(err, testenv.ErrNoBinary) {
+	if _, err := launch.FindBinary(""); errors.Is(err, launch.ErrNoBinary) {
 		t.Skip("no tigerbeetle binary: set $TIGERBEETLE_BIN or put tigerbeetle on PATH (scripts/install-tigerbeetle.sh installs one)")
 	}
 	t.Setenv(envMain, "1") // tigerbeetle up re-executes this binary as tblimit
 	dir := t.TempDir()
 	local := &cliEnv{t: t, ctx: t.Context()}
 	var st serverJSON
-	local.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--port", "0")
+	// The cleanup is registered before up, which may start the server and
+	// still fail, and runs on a context of its own: t.Context() is cancelled
+	// before cleanups run.
 	t.Cleanup(func() {
-		r := local.run("tigerbeetle", "down", "--dir", dir, "--purge")
-		if r.code != ExitOK {
+		down := &cliEnv{t: t, ctx: context.Background()}
+		if r := down.run("tigerbeetle", "down", "--dir", dir, "--purge"); r.code != ExitOK {
 			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
 		}
 	})
+	local.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--port", "0")
 	if !st.Running || len(st.Addresses) != 1 {
 		t.Fatalf("tigerbeetle up = %+v", st)
 	}
@@ -139,12 +190,15 @@ func TestAcceptanceRealServer(t *testing.T) {
 		t.Fatalf("tigerbeetle status = %+v, want it running at %s", again, st.Addresses[0])
 	}
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--addresses", st.Addresses[0], "--cluster-id", fmt.Sprint(st.ClusterID)}}
-	acceptRequests(t, e, "1", func(d time.Duration) { time.Sleep(d + 200*time.Millisecond) })
+	// Each command connects anew (a few hundred ms against a real server): the
+	// window grows until the commands fit in it, judged by the cluster's
+	// timestamps. Expiry may lag its instant by up to about 100 ms.
+	acceptRequestsInTime(t, e, 2*time.Second, func(d time.Duration) { time.Sleep(d + 200*time.Millisecond) })
 	acceptMoney(t, e, "3", "840")
 }
 
 func TestServerCommandsWithoutBinary(t *testing.T) {
-	t.Setenv(testenv.EnvBinary, "")
+	t.Setenv(launch.EnvBinary, "")
 	t.Setenv("PATH", t.TempDir())
 	e := &cliEnv{t: t, ctx: t.Context()}
 	dir := t.TempDir()

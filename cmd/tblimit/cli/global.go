@@ -28,6 +28,7 @@ type globalOptions struct {
 	data      string
 	output    string
 	timeout   time.Duration
+	verbose   bool
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -47,6 +48,7 @@ func (g *globalOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.data, "data", "", "the embedded engine's data file, used when no --addresses are given (default "+defaultDataHelp()+") [env]")
 	fs.StringVarP(&g.output, "output", "o", "text", "output format: text or json [env]")
 	fs.DurationVar(&g.timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
+	fs.BoolVar(&g.verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
 }
 
 // prepare applies the environment to the flags not given on the command
@@ -61,6 +63,9 @@ func (g *globalOptions) prepare(cmd *cobra.Command) error {
 		if err := fs.Set(name, v); err != nil {
 			return usagef("$%s: %v", envName(name), err)
 		}
+	}
+	if g.verbose && nativeLogs != nil {
+		nativeLogs.keepAll()
 	}
 	switch g.output {
 	case "text", "json":

@@ -193,22 +193,3 @@ type changeJSON struct {
 	OldLimit   *uint64       `json:"old_limit,omitempty"`  // set_limit
 	Definition *resourceJSON `json:"definition,omitempty"` // create_resource
 }
-
-// serverJSON is the state of the local server: tigerbeetle up / status.
-// Running without Answering is a server whose processes are alive but that
-// did not answer in time (busy, or all its client sessions in use).
-type serverJSON struct {
-	Running     bool     `json:"running"`       // a process the state file records is alive
-	Answering   bool     `json:"answering"`     // and the server answered within --timeout
-	PID         int      `json:"pid,omitempty"` // the supervising tblimit process
-	ServerPID   int      `json:"server_pid,omitempty"`
-	Addresses   []string `json:"addresses"`
-	ClusterID   uint64   `json:"cluster_id"`
-	Dir         string   `json:"dir"`
-	DataFile    string   `json:"data_file,omitempty"`
-	LogFile     string   `json:"log_file,omitempty"`
-	Development bool     `json:"development"`
-	Started     string   `json:"started,omitempty"`
-
-	pingErr error // why it is not answering, for the text output
-}

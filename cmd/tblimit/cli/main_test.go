@@ -11,17 +11,27 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/testenv/fake"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 // envMain makes the test binary run as the tblimit command: the kill -9 and
 // two-process tests, and tigerbeetle up, re-execute it that way.
 const envMain = "TBLIMIT_CLI_TEST_MAIN"
 
+// envFakeProbe makes tigerbeetle serve, in this test binary, accept a fake
+// tigerbeetle (see package fake) as answering once it accepts connections.
+const envFakeProbe = "TBLIMIT_CLI_TEST_FAKE_PROBE"
+
 // envHung makes the test binary play a tigerbeetle server that runs but
 // never answers; see hungServer.
 const envHung = "TBLIMIT_CLI_TEST_HUNG"
 
 func TestMain(m *testing.M) {
+	fake.Serve()
+	if os.Getenv(envFakeProbe) == "1" {
+		launchOptions = append(launchOptions, launch.WithProbe(fake.DialProbe))
+	}
 	if os.Getenv(envHung) == "1" {
 		os.Exit(hungServer())
 	}

@@ -35,7 +35,13 @@ const exitCodeHelp = `Exit codes:
 func Main() ExitCode {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stderr := os.Stderr
+	f, restore := filterStderr()
+	defer restore()
+	if f != nil {
+		nativeLogs, stderr = f, f.stderr
+	}
+	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, stderr)
 }
 
 // Run runs tblimit with args and returns its exit code; the end-to-end tests

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/testenv"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
 // serverOptions are the flags of the tigerbeetle commands.
@@ -27,36 +28,94 @@ type serverOptions struct {
 	g           *globalOptions
 	dir         string
 	port        int
+	replicas    int
 	binary      string
 	development bool
 	purge       bool
+	replica     int // down: -1 for all
+	kill        bool
 	readyFD     int
 }
 
 const (
 	stateFile = "server.json"
 	logFile   = "tigerbeetle.log"
+
+	// upWait bounds how long up waits for the supervisor: its start-up is bounded by
+	// launch.DefaultReadyTimeout.
+	upWait = launch.DefaultReadyTimeout + 10*time.Second
 )
+
+// serverJSON is the state of the local server or cluster: tigerbeetle up / status / down,
+// and the state file the supervisor writes. Running without Answering is a cluster whose
+// processes are alive but that did not answer in time (busy, all its client sessions in
+// use, or too few replicas up).
+type serverJSON struct {
+	Running     bool          `json:"running"`              // a process the state file records is alive
+	Answering   bool          `json:"answering"`            // and the cluster answered within --timeout
+	PID         int           `json:"pid,omitempty"`        // the supervising tblimit process
+	ServerPID   int           `json:"server_pid,omitempty"` // replica 0's
+	Addresses   []string      `json:"addresses"`
+	ClusterID   uint64        `json:"cluster_id"`
+	Dir         string        `json:"dir"`
+	DataFile    string        `json:"data_file,omitempty"` // replica 0's
+	LogFile     string        `json:"log_file,omitempty"`
+	Development bool          `json:"development"`
+	Started     string        `json:"started,omitempty"`
+	Replicas    []replicaJSON `json:"replicas"`
+
+	pingErr error // why it is not answering, for the text output
+}
+
+// replicaJSON is one replica of the local cluster.
+type replicaJSON struct {
+	Replica  int    `json:"replica"`
+	PID      int    `json:"pid"`
+	Address  string `json:"address"`
+	DataFile string `json:"data_file"`
+	Running  bool   `json:"running"`
+}
+
+// down returns the replicas that are not running.
+func (st serverJSON) down() []int {
+	var down []int
+	for _, r := range st.Replicas {
+		if !r.Running {
+			down = append(down, r.Replica)
+		}
+	}
+	return down
+}
 
 func newTigerBeetle(g *globalOptions) *cobra.Command {
 	o := &serverOptions{g: g}
 	cmd := group(&cobra.Command{
 		Use:   "tigerbeetle",
-		Short: "Run a local TigerBeetle server in the background: up, down, status",
-		Long: `Run a local single-replica TigerBeetle server in the background, with its data
-in a per-user directory, so that tblimit can run against a real server:
+		Short: "Run a local TigerBeetle server or cluster in the background: up, down, status",
+		Long: `Run a local TigerBeetle server, or a cluster of several replicas, in the
+background, with its data in a per-user directory, so that tblimit can run
+against a real server:
 
   tblimit tigerbeetle up                      # formats the data file once, starts the server
   export TBLIMIT_ADDRESSES=127.0.0.1:3000     # what up prints
   tblimit resources list
   tblimit tigerbeetle down
 
+To try failover by hand, start three replicas, stop or kill one, and bring it
+back with up (it restarts on its data file and rejoins the cluster):
+
+  tblimit tigerbeetle up --replicas 3         # ports 3000, 3001, 3002
+  tblimit tigerbeetle down --replica 0 --kill # SIGKILL replica 0; 2 of 3 still answer
+  tblimit tigerbeetle status                  # every replica, and whether the cluster answers
+  tblimit tigerbeetle up                      # restarts replica 0
+  tblimit tigerbeetle down                    # stops them all
+
 The tigerbeetle binary is --binary, else $TIGERBEETLE_BIN, else tigerbeetle on
 PATH; scripts/install-tigerbeetle.sh installs the release that matches
-tblimit's client. A data file takes about 1.1 GB of disk, the server about
+tblimit's client. A data file takes about 1.1 GB of disk, a replica about
 1.5 GB of memory (less with --development, the default).`,
 	})
-	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "the server's directory: data file, log and state (default: the tigerbeetle directory next to the default --data)")
+	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "the server's directory: data files, log and state (default: the tigerbeetle directory next to the default --data)")
 	cmd.AddCommand(newServerUp(o), newServerDown(o), newServerStatus(o), newServerServe(o))
 	return cmd
 }
@@ -72,20 +131,32 @@ func (o *serverOptions) directory() (string, error) {
 	return filepath.Join(home, "tigerbeetle"), nil
 }
 
+// checkPorts validates --port and --replicas.
+func (o *serverOptions) checkPorts() error {
+	if o.replicas < 1 || o.replicas > launch.MaxReplicas {
+		return usagef("--replicas %d: want 1 to %d", o.replicas, launch.MaxReplicas)
+	}
+	if o.port < 0 || o.port+o.replicas-1 > 65535 {
+		return usagef("--port %d: want 0 to %d", o.port, 65536-o.replicas)
+	}
+	return nil
+}
+
 func newServerUp(o *serverOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Format (once) and start a local tigerbeetle server in the background",
+		Short: "Format (once) and start a local tigerbeetle server or cluster in the background; restart replicas that are down",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.port < 0 || o.port > 65535 {
-				return usagef("--port %d: want 0 to 65535", o.port)
+			if err := o.checkPorts(); err != nil {
+				return err
 			}
-			return o.up(cmd.Context())
+			return o.up(cmd.Context(), cmd.Flags().Changed("replicas"))
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.port, "port", 3000, "the loopback port to listen on (0: any free port)")
+	f.IntVar(&o.port, "port", 3000, "the loopback port to listen on; replica i listens on port+i (0: any free ports)")
+	f.IntVar(&o.replicas, "replicas", 1, "the number of replicas: 3 makes a cluster that survives one replica down")
 	f.StringVar(&o.binary, "binary", "", "the tigerbeetle binary (default: $TIGERBEETLE_BIN, else tigerbeetle on PATH)")
 	f.BoolVar(&o.development, "development", true, "run with --development: small caches, no Direct I/O needed, requests capped at 32 KiB (fine for trying tblimit, wrong for benchmarks)")
 	return cmd
@@ -94,15 +165,19 @@ func newServerUp(o *serverOptions) *cobra.Command {
 func newServerServe(o *serverOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "serve",
-		Short:  "Run the server in the foreground and supervise it (what up starts)",
+		Short:  "Run the server or cluster in the foreground and supervise it (what up starts)",
 		Hidden: true,
 		Args:   args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkPorts(); err != nil {
+				return err
+			}
 			return o.serve(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.port, "port", 3000, "the loopback port to listen on (0: any free port)")
+	f.IntVar(&o.replicas, "replicas", 1, "the number of replicas")
 	f.StringVar(&o.binary, "binary", "", "the tigerbeetle binary")
 	f.BoolVar(&o.development, "development", true, "run with --development")
 	f.IntVar(&o.readyFD, "ready-fd", 0, "a file descriptor to report readiness on, as one JSON line")
@@ -112,20 +187,29 @@ func newServerServe(o *serverOptions) *cobra.Command {
 func newServerDown(o *serverOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop the local tigerbeetle server (its data is kept unless --purge)",
+		Short: "Stop the local tigerbeetle server or cluster, or one replica (data is kept unless --purge)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.purge && (o.kill || o.replica >= 0) {
+				return usagef("--purge stops everything: it goes with neither --replica nor --kill")
+			}
+			if o.replica < -1 || o.replica >= launch.MaxReplicas {
+				return usagef("--replica %d: want 0 to %d", o.replica, launch.MaxReplicas-1)
+			}
 			return o.down(cmd.Context())
 		},
 	}
-	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the server's data file")
+	f := cmd.Flags()
+	f.BoolVar(&o.purge, "purge", false, "also delete the data files")
+	f.IntVar(&o.replica, "replica", -1, "stop only this replica (up restarts it); the others keep running")
+	f.BoolVar(&o.kill, "kill", false, "SIGKILL the replicas (all, or --replica) as a crash would, instead of stopping them; up restarts them on their data files")
 	return cmd
 }
 
 func newServerStatus(o *serverOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Tell whether the local tigerbeetle server runs and answers (exit 1 if not)",
+		Short: "Tell whether the local tigerbeetle server or cluster runs and answers, replica by replica (exit 1 if it does not answer)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := o.status(cmd.Context())
@@ -149,19 +233,34 @@ func (o *serverOptions) printStatus(p *printer, st serverJSON) {
 		p.printf("tigerbeetle is not running (directory %s)\n", st.Dir)
 		return
 	}
-	if !st.Answering {
-		p.printf("tigerbeetle is running but not answering at %s (pid %d, supervisor pid %d): %s\n",
-			strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st))
-		p.printf("it may be busy or have all its client sessions in use; its log is %s; stop it with: %s\n", st.LogFile, o.downCommand(st))
+	what := "tigerbeetle is"
+	if len(st.Replicas) > 1 {
+		what = fmt.Sprintf("a tigerbeetle cluster of %d replicas is", len(st.Replicas))
+	}
+	switch {
+	case !st.Answering:
+		p.printf("%s running but not answering at %s (pid %d, supervisor pid %d): %s\n",
+			what, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st))
+		p.printf("it may be busy, have all its client sessions in use, or too few replicas up; its log is %s; stop it with: %s\n", st.LogFile, o.downCommand(st))
+	default:
+		p.printf("%s running at %s (cluster %d, pid %d), data in %s, log in %s\n",
+			what, strings.Join(st.Addresses, ","), st.ClusterID, st.ServerPID, st.DataFile, st.LogFile)
+		p.printf("use it with: export TBLIMIT_ADDRESSES=%s TBLIMIT_CLUSTER_ID=%d\n", strings.Join(st.Addresses, ","), st.ClusterID)
+	}
+	if len(st.Replicas) < 2 {
 		return
 	}
-	p.printf("tigerbeetle is running at %s (cluster %d, pid %d), data in %s, log in %s\n",
-		strings.Join(st.Addresses, ","), st.ClusterID, st.ServerPID, st.DataFile, st.LogFile)
-	p.printf("use it with: export TBLIMIT_ADDRESSES=%s TBLIMIT_CLUSTER_ID=%d\n", strings.Join(st.Addresses, ","), st.ClusterID)
+	for _, r := range st.Replicas {
+		state := "running"
+		if !r.Running {
+			state = "down (tblimit tigerbeetle up restarts it)"
+		}
+		p.printf("  replica %d at %s: %s (pid %d), data in %s\n", r.Replica, r.Address, state, r.PID, r.DataFile)
+	}
 }
 
-// readState reads the state file the supervisor wrote; ok is false if there
-// is none.
+// readState reads the state file the supervisor wrote; ok is false if there is none. A
+// state written before clusters (no replicas) describes replica 0 by its server fields.
 func readState(dir string) (serverJSON, bool, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -174,25 +273,52 @@ func readState(dir string) (serverJSON, bool, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return serverJSON{}, false, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
 	}
+	if len(st.Replicas) == 0 && st.ServerPID != 0 {
+		r := replicaJSON{PID: st.ServerPID, DataFile: st.DataFile}
+		if len(st.Addresses) > 0 {
+			r.Address = st.Addresses[0]
+		}
+		st.Replicas = []replicaJSON{r}
+	}
 	return st, true, nil
 }
 
-// status reads the state and checks the server: Running while a process the
-// state file records is alive, Answering if the server also answers a ping
-// within --timeout. Only a state without Running is stale.
-func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
+// saveState replaces the state file at once.
+func saveState(dir string, st serverJSON) error {
+	state := filepath.Join(dir, stateFile)
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(state+".tmp", append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(state+".tmp", state)
+}
+
+// liveness reads the state and checks which of its processes are alive, without asking the
+// cluster anything: Running while the supervisor or a replica is.
+func (o *serverOptions) liveness() (serverJSON, bool, error) {
 	dir, err := o.directory()
 	if err != nil {
-		return serverJSON{}, err
+		return serverJSON{}, false, err
 	}
 	st, ok, err := readState(dir)
 	if err != nil || !ok {
-		return st, err
+		return st, ok, err
 	}
-	st.Running = ours(st.PID, st.Dir) || ours(st.ServerPID, st.Dir)
+	st.Running = ours(st.PID, st.Dir)
+	for i := range st.Replicas {
+		st.Replicas[i].Running = ours(st.Replicas[i].PID, st.Dir)
+		st.Running = st.Running || st.Replicas[i].Running
+	}
+	return st, true, nil
+}
+
+// status is liveness and a ping: Answering if the cluster answers within --timeout. Only a
+// state without Running is stale.
+func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
+	st, ok, err := o.liveness()
 	st.Answering = false
-	if !st.Running {
-		return st, nil
+	if err != nil || !ok || !st.Running {
+		return st, err
 	}
 	c, err := ledger.Dial(st.ClusterID, st.Addresses, ledger.WithTimeout(o.g.timeout))
 	if err != nil {
@@ -224,16 +350,26 @@ func (o *serverOptions) downCommand(st serverJSON) string {
 	return "tblimit tigerbeetle down --dir " + strconv.Quote(st.Dir)
 }
 
-func (o *serverOptions) up(ctx context.Context) error {
+// up starts a server or cluster, or restarts the replicas of a running cluster that are
+// down. replicasGiven says whether --replicas was on the command line: a running cluster of
+// another size is then an error.
+func (o *serverOptions) up(ctx context.Context, replicasGiven bool) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
 	}
 	p := o.g.out()
 	if st, err := o.status(ctx); err == nil && st.Running {
+		if replicasGiven && len(st.Replicas) != o.replicas {
+			return fmt.Errorf("tigerbeetle is already running in %s with %d replica(s), not %d: stop it first with: %s",
+				st.Dir, len(st.Replicas), o.replicas, o.downCommand(st))
+		}
+		if len(st.down()) > 0 && ours(st.PID, st.Dir) {
+			return o.restart(ctx, st)
+		}
 		if !st.Answering {
-			// Starting another would fail on its port, and forgetting this
-			// one would leave down unable to stop it.
+			// Starting another would fail on its ports, and forgetting this one would leave
+			// down unable to stop it.
 			return fmt.Errorf("tigerbeetle is already running in %s but not answering at %s (pid %d, supervisor pid %d): %s; "+
 				"not starting a second one: stop it first with: %s",
 				st.Dir, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st), o.downCommand(st))
@@ -243,41 +379,55 @@ func (o *serverOptions) up(ctx context.Context) error {
 			o.printStatus(p, st)
 		})
 	}
-	bin, err := testenv.FindBinary(o.binary)
-	if errors.Is(err, testenv.ErrNoBinary) {
+	bin, err := launch.FindBinary(o.binary)
+	if errors.Is(err, launch.ErrNoBinary) {
 		return errors.New("no tigerbeetle binary found (tried --binary, $TIGERBEETLE_BIN and tigerbeetle on PATH): " +
 			"install one with scripts/install-tigerbeetle.sh, then export TIGERBEETLE_BIN=<dir>/tigerbeetle as it says")
 	}
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	st, err := o.startSupervisor(ctx, dir, bin)
+	if err != nil {
 		return err
+	}
+	return p.emit(st, func() {
+		p.printf("started tigerbeetle in the background\n")
+		o.printStatus(p, st)
+	})
+}
+
+// startSupervisor starts `tblimit tigerbeetle serve` in the background, in a session of its
+// own, and returns the state it reports once the server answers.
+func (o *serverOptions) startSupervisor(ctx context.Context, dir, bin string) (serverJSON, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return serverJSON{}, err
 	}
 	_ = os.Remove(filepath.Join(dir, stateFile)) // a stale one: its processes are gone
 	logPath := filepath.Join(dir, logFile)
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return serverJSON{}, err
 	}
 	defer log.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return serverJSON{}, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return serverJSON{}, err
 	}
 	defer r.Close()
-	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir, "--port", strconv.Itoa(o.port), "--binary", bin,
-		"--cluster-id", strconv.FormatUint(o.g.clusterID, 10), "--development="+strconv.FormatBool(o.development), "--ready-fd", "3")
+	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir, "--port", strconv.Itoa(o.port),
+		"--replicas", strconv.Itoa(o.replicas), "--binary", bin, "--cluster-id", strconv.FormatUint(o.g.clusterID, 10),
+		"--development="+strconv.FormatBool(o.development), "--ready-fd", "3")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this process and its terminal
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		return fmt.Errorf("starting the supervisor %s: %w", exe, err)
+		return serverJSON{}, fmt.Errorf("starting the supervisor %s: %w", exe, err)
 	}
 	w.Close()
 	exited := make(chan struct{})
@@ -292,37 +442,89 @@ func (o *serverOptions) up(ctx context.Context) error {
 		line, err := bufio.NewReader(r).ReadString('\n')
 		got <- answer{line, err}
 	}()
-	timeout := time.NewTimer(testenv.DefaultReadyTimeout + 10*time.Second)
+	timeout := time.NewTimer(upWait)
 	defer timeout.Stop()
 	var a answer
 	select {
 	case a = <-got:
 	case <-ctx.Done():
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		return ctx.Err()
+		return serverJSON{}, ctx.Err()
 	case <-timeout.C:
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		return fmt.Errorf("tigerbeetle did not start within %s; see %s", testenv.DefaultReadyTimeout+10*time.Second, logPath)
+		return serverJSON{}, fmt.Errorf("tigerbeetle did not start within %s; see %s", upWait, logPath)
 	}
 	if a.err != nil || strings.TrimSpace(a.line) == "" {
 		<-exited
-		return fmt.Errorf("the server supervisor exited before the server was ready; see %s:\n%s", logPath, tail(logPath, 2000))
+		return serverJSON{}, fmt.Errorf("the server supervisor exited before the server was ready; see %s:\n%s", logPath, tail(logPath, 2000))
 	}
 	var res struct {
 		serverJSON
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(a.line), &res); err != nil {
-		return fmt.Errorf("the server supervisor said %q: %w", a.line, err)
+		return serverJSON{}, fmt.Errorf("the server supervisor said %q: %w", a.line, err)
 	}
 	if res.Error != "" {
-		return errors.New(res.Error)
+		return serverJSON{}, errors.New(res.Error)
 	}
-	st := res.serverJSON
-	return p.emit(st, func() {
-		p.printf("started tigerbeetle in the background\n")
-		o.printStatus(p, st)
-	})
+	return res.serverJSON, nil
+}
+
+// restart asks the supervisor of a running cluster to restart its replicas that are down
+// (SIGHUP), and waits until it has recorded how that went.
+func (o *serverOptions) restart(ctx context.Context, st serverJSON) error {
+	down := st.down()
+	if err := syscall.Kill(st.PID, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("asking the supervisor (pid %d) to restart replica(s) %v: %w", st.PID, down, err)
+	}
+	deadline := time.Now().Add(upWait)
+	for {
+		now, ok, err := o.liveness()
+		if err != nil {
+			return err
+		}
+		if !ok || !ours(now.PID, now.Dir) {
+			return fmt.Errorf("the supervisor (pid %d) exited while restarting replica(s) %v; see %s", st.PID, down, st.LogFile)
+		}
+		if restarted(st, now) {
+			if len(now.down()) > 0 || !now.Answering {
+				return fmt.Errorf("replica(s) %v did not come back (the cluster answers: %v); see %s", now.down(), now.Answering, now.LogFile)
+			}
+			p := o.g.out()
+			return p.emit(now, func() {
+				p.printf("restarted replica(s) %s\n", joinInts(down))
+				o.printStatus(p, now)
+			})
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica(s) %v were not restarted within %s; see %s", down, upWait, st.LogFile)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// restarted reports whether the supervisor has recorded new processes for every replica
+// that was down in before.
+func restarted(before, now serverJSON) bool {
+	for _, i := range before.down() {
+		if i >= len(now.Replicas) || now.Replicas[i].PID == before.Replicas[i].PID {
+			return false
+		}
+	}
+	return true
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // tail returns the end of a file, for error messages.
@@ -337,87 +539,29 @@ func tail(path string, n int64) string {
 	return string(b)
 }
 
-// serve launches the server, reports on the ready descriptor and supervises
-// it until it is told to stop (SIGTERM, SIGINT) or the server dies.
-func (o *serverOptions) serve(ctx context.Context) error {
-	dir, err := o.directory()
-	if err != nil {
-		return err
-	}
-	report := func(v any) {
-		if o.readyFD <= 0 {
-			return
-		}
-		f := os.NewFile(uintptr(o.readyFD), "ready")
-		_ = json.NewEncoder(f).Encode(v)
-		f.Close()
-	}
-	proc, err := testenv.Launch(ctx, testenv.Config{
-		Binary:      o.binary,
-		Dir:         dir,
-		Port:        o.port,
-		ClusterID:   o.g.clusterID,
-		Development: o.development,
-		Stderr:      o.g.stderr,
-	})
-	if err != nil {
-		report(map[string]string{"error": err.Error()})
-		return err
-	}
-	st := serverJSON{
-		Running:     true,
-		Answering:   true, // Launch waited for an answer
-		PID:         os.Getpid(),
-		ServerPID:   proc.Cmd.Process.Pid,
-		Addresses:   proc.Addresses,
-		ClusterID:   proc.ClusterID,
-		Dir:         dir,
-		DataFile:    proc.DataFile,
-		LogFile:     filepath.Join(dir, logFile),
-		Development: o.development,
-		Started:     time.Now().UTC().Format(time.RFC3339),
-	}
-	state := filepath.Join(dir, stateFile)
-	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := os.WriteFile(state+".tmp", append(b, '\n'), 0o600); err == nil {
-		err = os.Rename(state+".tmp", state)
-	}
-	if err != nil {
-		_ = proc.Stop()
-		report(map[string]string{"error": err.Error()})
-		return err
-	}
-	report(st)
-	fmt.Fprintf(o.g.stderr, "tblimit: tigerbeetle running at %s (pid %d)\n", strings.Join(st.Addresses, ","), st.ServerPID)
-	died := make(chan error, 1)
-	go func() { died <- proc.Wait() }()
-	select {
-	case <-ctx.Done():
-		err = proc.Stop()
-		fmt.Fprintln(o.g.stderr, "tblimit: tigerbeetle stopped")
-	case err = <-died:
-		err = fmt.Errorf("tigerbeetle exited by itself: %v", err)
-	}
-	_ = os.Remove(state)
-	return err
-}
-
 func (o *serverOptions) down(ctx context.Context) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
 	}
-	st, ok, err := readState(dir)
+	st, ok, err := o.liveness()
 	if err != nil {
 		return err
+	}
+	if o.replica >= 0 || o.kill {
+		return o.downReplicas(ctx, st, ok)
 	}
 	p := o.g.out()
 	stopped := false
 	if ok {
-		for _, pid := range []int{st.PID, st.ServerPID} {
+		pids := []int{st.PID} // the supervisor stops its replicas; the loop catches orphans
+		for _, r := range st.Replicas {
+			pids = append(pids, r.PID)
+		}
+		for _, pid := range pids {
 			if ours(pid, st.Dir) {
 				stopped = true
-				if err := stop(ctx, pid); err != nil {
+				if err := stop(ctx, pid, syscall.SIGTERM); err != nil {
 					return err
 				}
 			}
@@ -435,8 +579,13 @@ func (o *serverOptions) down(ctx context.Context) error {
 		}
 	}
 	st.Running, st.Answering = false, false
+	for i := range st.Replicas {
+		st.Replicas[i].Running = false
+	}
 	return p.emit(st, func() {
 		switch {
+		case stopped && len(st.Replicas) > 1:
+			p.printf("stopped the tigerbeetle cluster of %d replicas\n", len(st.Replicas))
 		case stopped:
 			p.printf("stopped tigerbeetle (pid %d)\n", st.ServerPID)
 		default:
@@ -444,6 +593,50 @@ func (o *serverOptions) down(ctx context.Context) error {
 		}
 		if purged != "" {
 			p.printf("deleted%s\n", purged)
+		}
+	})
+}
+
+// downReplicas stops or kills one replica (--replica) or kills all (--kill), leaving the
+// supervisor and the state so that up restarts them.
+func (o *serverOptions) downReplicas(ctx context.Context, st serverJSON, ok bool) error {
+	if !ok || !st.Running {
+		return fmt.Errorf("tigerbeetle is not running in %s", st.Dir)
+	}
+	targets := slices.Clone(st.Replicas)
+	if o.replica >= 0 {
+		if o.replica >= len(st.Replicas) {
+			return usagef("--replica %d: the cluster has %d replica(s)", o.replica, len(st.Replicas))
+		}
+		targets = targets[o.replica : o.replica+1]
+	}
+	sig, verb := syscall.SIGTERM, "stopped"
+	if o.kill {
+		sig, verb = syscall.SIGKILL, "killed"
+	}
+	var done []string
+	for _, r := range targets {
+		if !r.Running {
+			continue
+		}
+		if err := stop(ctx, r.PID, sig); err != nil {
+			return err
+		}
+		done = append(done, fmt.Sprintf("replica %d (pid %d)", r.Replica, r.PID))
+	}
+	now, _, err := o.liveness()
+	if err != nil {
+		return err
+	}
+	p := o.g.out()
+	return p.emit(now, func() {
+		if len(done) == 0 {
+			p.printf("no replica to stop: already down\n")
+		} else {
+			p.printf("%s %s\n", verb, strings.Join(done, ", "))
+		}
+		if len(now.Replicas) > 1 && ours(now.PID, now.Dir) {
+			p.printf("tblimit tigerbeetle up restarts it on its data file\n")
 		}
 	})
 }
@@ -460,7 +653,7 @@ func alive(pid int) bool {
 
 // ours reports whether pid is alive and is a process of the server in dir.
 // Where /proc shows command lines (Linux), both the supervisor's (tblimit
-// tigerbeetle serve --dir DIR) and the server's (tigerbeetle start
+// tigerbeetle serve --dir DIR) and the replicas' (tigerbeetle start
 // DIR/...tigerbeetle) name dir, which a process that took over the pid of a
 // dead one (after a crash or a reboot) does not; elsewhere the pid is trusted.
 func ours(pid int, dir string) bool {
@@ -474,14 +667,15 @@ func ours(pid int, dir string) bool {
 	return bytes.Contains(cmdline, []byte(dir)) // a zombie's is empty
 }
 
-// stop sends SIGTERM to pid and waits for it to go, then SIGKILL.
-func stop(ctx context.Context, pid int) error {
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(testenv.DefaultStopTimeout + 5*time.Second)
+// stop sends sig to pid and waits for it to go; after SIGTERM, SIGKILL if it
+// does not.
+func stop(ctx context.Context, pid int, sig syscall.Signal) error {
+	_ = syscall.Kill(pid, sig)
+	deadline := time.Now().Add(launch.DefaultStopTimeout + 5*time.Second)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return fmt.Errorf("process %d did not stop after SIGTERM and was killed", pid)
+			return fmt.Errorf("process %d did not stop after signal %d and was killed", pid, sig)
 		}
 		select {
 		case <-ctx.Done():

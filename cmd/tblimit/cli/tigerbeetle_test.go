@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 // hungServer is the test binary with $TBLIMIT_CLI_TEST_HUNG=1: a server that
@@ -197,5 +200,133 @@ func TestServerStaleState(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
 			t.Errorf("%s: after tigerbeetle up, %s: %v, want the stale one gone", c.name, stateFile, err)
 		}
+	}
+}
+
+// upCluster starts a cluster of three fake replicas with tigerbeetle up and
+// stops it when the test ends, on a context of its own: the test's is
+// cancelled before cleanups run.
+func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, serverJSON) {
+	t.Helper()
+	t.Setenv(envMain, "1")      // up re-executes this binary as tblimit
+	t.Setenv(envFakeProbe, "1") // whose supervisor accepts the fake
+	f := fake.New(t, fake.Options{})
+	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
+	var st serverJSON
+	e.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--replicas", "3", "--port", "0", "--binary", f.Bin)
+	t.Cleanup(func() {
+		down := &cliEnv{t: t, ctx: context.Background()}
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
+		}
+	})
+	return e, f, st
+}
+
+// replicaState returns what status says of each replica.
+func replicaState(t *testing.T, e *cliEnv, dir string) serverJSON {
+	t.Helper()
+	var st serverJSON
+	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir) // a fake never answers a client
+	if !st.Running || len(st.Replicas) != 3 {
+		t.Fatalf("tigerbeetle status = %+v, want a running cluster of 3", st)
+	}
+	return st
+}
+
+// A cluster by hand: up --replicas 3, a replica killed and brought back by
+// up, all killed and brought back, then down.
+func TestServerClusterByHand(t *testing.T) {
+	dir := t.TempDir()
+	e, f, st := upCluster(t, dir)
+	if !st.Running || !st.Answering || len(st.Replicas) != 3 || len(st.Addresses) != 3 {
+		t.Fatalf("tigerbeetle up --replicas 3 = %+v", st)
+	}
+	for i, r := range st.Replicas {
+		if r.Replica != i || !r.Running || r.Address != st.Addresses[i] || r.DataFile != filepath.Join(dir, fmt.Sprintf("0_%d.tigerbeetle", i)) {
+			t.Errorf("replica %d = %+v", i, r)
+		}
+	}
+	r := e.code(ExitError, "tigerbeetle", "status", "--dir", dir)
+	for _, want := range []string{"cluster of 3 replicas is running but not answering", "replica 2 at " + st.Addresses[2] + ": running"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("tigerbeetle status = %q, want %q in it", r.stdout, want)
+		}
+	}
+
+	killed := st.Replicas[1].PID
+	if out := e.ok("tigerbeetle", "down", "--dir", dir, "--replica", "1", "--kill"); !strings.Contains(out, fmt.Sprintf("killed replica 1 (pid %d)", killed)) {
+		t.Errorf("tigerbeetle down --replica 1 --kill = %q", out)
+	}
+	now := replicaState(t, e, dir)
+	if now.Replicas[1].Running || !now.Replicas[0].Running || !now.Replicas[2].Running || !fake.Gone(killed) {
+		t.Fatalf("after killing replica 1: %+v", now.Replicas)
+	}
+	if out := e.ok("tigerbeetle", "up", "--dir", dir); !strings.Contains(out, "restarted replica(s) 1") {
+		t.Errorf("tigerbeetle up with replica 1 down = %q", out)
+	}
+	now = replicaState(t, e, dir)
+	for i, r := range now.Replicas {
+		if !r.Running || r.Address != st.Addresses[i] || (i == 1) == (r.PID == st.Replicas[i].PID) {
+			t.Errorf("after up, replica %d = %+v, want running at %s, a new pid only for replica 1", i, r, st.Addresses[i])
+		}
+	}
+	r = e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--replicas", "1")
+	if !strings.Contains(r.stderr, "with 3 replica(s), not 1") {
+		t.Errorf("tigerbeetle up --replicas 1 on a cluster of 3: %q", r.stderr)
+	}
+
+	e.ok("tigerbeetle", "down", "--dir", dir, "--kill")
+	now = replicaState(t, e, dir)
+	if down := now.down(); len(down) != 3 {
+		t.Fatalf("after down --kill: replicas %v down, want all; %+v", down, now)
+	}
+	e.ok("tigerbeetle", "up", "--dir", dir)
+	if down := replicaState(t, e, dir).down(); len(down) != 0 {
+		t.Fatalf("after up: replicas %v still down", down)
+	}
+
+	last := replicaState(t, e, dir)
+	if out := e.ok("tigerbeetle", "down", "--dir", dir); !strings.Contains(out, "stopped the tigerbeetle cluster of 3 replicas") {
+		t.Errorf("tigerbeetle down = %q", out)
+	}
+	for _, pid := range []int{last.PID, last.Replicas[0].PID, last.Replicas[1].PID, last.Replicas[2].PID} {
+		fake.WaitGone(t, pid, 10*time.Second)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
+		t.Errorf("after down, %s: %v, want it gone", stateFile, err)
+	}
+	formats := 0
+	for _, c := range f.Calls(t) {
+		if strings.HasPrefix(c, "format ") {
+			formats++
+		}
+	}
+	if formats != 3 {
+		t.Errorf("%d formats, want 3 (restarts reuse the data files): %q", formats, f.Calls(t))
+	}
+}
+
+func TestServerFlags(t *testing.T) {
+	e := &cliEnv{t: t, ctx: t.Context()}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--replicas", "0"}, "--replicas 0: want 1 to 6"},
+		{[]string{"up", "--replicas", "7"}, "--replicas 7"},
+		{[]string{"up", "--replicas", "3", "--port", "65534"}, "--port 65534: want 0 to 65533"},
+		{[]string{"down", "--purge", "--kill"}, "--purge stops everything"},
+		{[]string{"down", "--replica", "9"}, "--replica 9"},
+	} {
+		r := e.code(ExitUsage, append([]string{"tigerbeetle"}, append(c.args, "--dir", dir)...)...)
+		if !strings.Contains(r.stderr, c.want) {
+			t.Errorf("tigerbeetle %s: %q, want %q", strings.Join(c.args, " "), r.stderr, c.want)
+		}
+	}
+	r := e.code(ExitError, "tigerbeetle", "down", "--dir", dir, "--replica", "1")
+	if !strings.Contains(r.stderr, "not running") {
+		t.Errorf("down --replica 1 with nothing running: %q", r.stderr)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package testenv
+package launch
 
 import (
 	"context"
@@ -14,13 +14,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 func TestLaunchFormatsStartsAndStops(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	dir := filepath.Join(t.TempDir(), "data") // created by Launch
-	p, err := launch(t.Context(), Config{Binary: f.bin, Dir: dir, ClusterID: 7, Development: true}, dialProbe)
+	p, err := Start(t.Context(), dir, WithBinary(f.Bin), WithClusterID(7), WithDevelopment(true), WithProbe(fake.DialProbe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestLaunchFormatsStartsAndStops(t *testing.T) {
 		"format --cluster=7 --replica=0 --replica-count=1 --development " + dataFile,
 		"start --addresses=0 --development " + dataFile,
 	}
-	if got := f.calls(t); !slices.Equal(got, want) {
+	if got := f.Calls(t); !slices.Equal(got, want) {
 		t.Errorf("calls =\n%q\nwant\n%q", got, want)
 	}
 	// The address is the port the server printed, on loopback.
@@ -44,7 +46,7 @@ func TestLaunchFormatsStartsAndStops(t *testing.T) {
 	}
 	// The server keeps running: with --addresses=0 it would exit if its stdin were closed.
 	time.Sleep(100 * time.Millisecond)
-	if gone(p.Cmd.Process.Pid) {
+	if fake.Gone(p.Cmd.Process.Pid) {
 		t.Fatal("server exited by itself")
 	}
 
@@ -55,7 +57,7 @@ func TestLaunchFormatsStartsAndStops(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Errorf("server ended with %v, want SIGTERM", p.Cmd.ProcessState)
 	}
-	if !gone(p.Cmd.Process.Pid) {
+	if !fake.Gone(p.Cmd.Process.Pid) {
 		t.Error("server still running after Stop")
 	}
 	if c, err := net.Dial("tcp", p.Addresses[0]); err == nil {
@@ -80,17 +82,17 @@ func TestLaunchFormatsStartsAndStops(t *testing.T) {
 	if err := p.Remove(); err != nil {
 		t.Errorf("second Remove() = %v, want nil", err)
 	}
-	if slices.Contains(liveProcesses(), p) {
-		t.Error("stopped process still registered")
+	if !p.Stopped() || !p.Exited() {
+		t.Errorf("Stopped(), Exited() = %v, %v after Stop, want true, true", p.Stopped(), p.Exited())
 	}
 }
 
 func TestLaunchReusesDataFile(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	dir := t.TempDir()
 	for range 2 {
-		p, err := launch(t.Context(), Config{Binary: f.bin, Dir: dir}, dialProbe)
+		p, err := Start(t.Context(), dir, WithBinary(f.Bin), WithProbe(fake.DialProbe))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,14 +106,14 @@ func TestLaunchReusesDataFile(t *testing.T) {
 		"start --addresses=0 " + dataFile,
 		"start --addresses=0 " + dataFile,
 	}
-	if got := f.calls(t); !slices.Equal(got, want) {
+	if got := f.Calls(t); !slices.Equal(got, want) {
 		t.Errorf("calls =\n%q\nwant\n%q", got, want)
 	}
 }
 
 func TestLaunchFixedPort(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +121,7 @@ func TestLaunchFixedPort(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	dir := t.TempDir()
-	p, err := launch(t.Context(), Config{Binary: f.bin, Dir: dir, Port: port}, dialProbe)
+	p, err := Start(t.Context(), dir, WithBinary(f.Bin), WithPort(port), WithProbe(fake.DialProbe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,16 +130,16 @@ func TestLaunchFixedPort(t *testing.T) {
 	if !slices.Equal(p.Addresses, []string{addr}) {
 		t.Errorf("Addresses = %q, want [%s]", p.Addresses, addr)
 	}
-	if got, want := f.calls(t)[1], "start --addresses="+addr+" "+filepath.Join(dir, "0_0.tigerbeetle"); got != want {
+	if got, want := f.Calls(t)[1], "start --addresses="+addr+" "+filepath.Join(dir, "0_0.tigerbeetle"); got != want {
 		t.Errorf("start call = %q, want %q", got, want)
 	}
 }
 
 func TestLaunchEarlyExitFailsFast(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{mode: fakeExitEarly})
+	f := fake.New(t, fake.Options{Mode: fake.ModeExitEarly})
 	begin := time.Now()
-	_, err := launch(t.Context(), Config{Binary: f.bin, Dir: t.TempDir(), ReadyTimeout: time.Minute}, nopProbe)
+	_, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithReadyTimeout(time.Minute))
 	if err == nil {
 		t.Fatal("Launch succeeded, want an error")
 	}
@@ -156,28 +158,28 @@ func TestLaunchEarlyExitFailsFast(t *testing.T) {
 
 func TestLaunchFormatFailure(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{formatFails: true})
+	f := fake.New(t, fake.Options{FormatFails: true})
 	dir := t.TempDir()
-	_, err := launch(t.Context(), Config{Binary: f.bin, Dir: dir}, dialProbe)
+	_, err := Start(t.Context(), dir, WithBinary(f.Bin), WithProbe(fake.DialProbe))
 	if err == nil || !strings.Contains(err.Error(), "cannot allocate data file") {
 		t.Fatalf("Launch() = %v, want the format output", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "0_0.tigerbeetle")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("partial data file left: %v", err)
 	}
-	if calls := f.calls(t); len(calls) != 1 {
+	if calls := f.Calls(t); len(calls) != 1 {
 		t.Errorf("calls = %q, want format only", calls)
 	}
 }
 
 func TestLaunchReadyTimeout(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{fakeHang, fakeBadPort} {
+	for _, mode := range []string{fake.ModeHang, fake.ModeBadPort} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, fakeOpts{mode: mode})
+			f := fake.New(t, fake.Options{Mode: mode})
 			begin := time.Now()
-			_, err := launch(t.Context(), Config{Binary: f.bin, Dir: t.TempDir(), ReadyTimeout: 500 * time.Millisecond}, dialProbe)
+			_, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithReadyTimeout(500*time.Millisecond), WithProbe(fake.DialProbe))
 			if err == nil {
 				t.Fatal("Launch succeeded, want an error")
 			}
@@ -185,17 +187,17 @@ func TestLaunchReadyTimeout(t *testing.T) {
 				t.Errorf("Launch took %v with a 500ms ReadyTimeout", d)
 			}
 			switch mode {
-			case fakeHang:
+			case fake.ModeHang:
 				if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "printed no port") {
 					t.Errorf("error = %v, want a deadline that says no port was printed", err)
 				}
-			case fakeBadPort:
+			case fake.ModeBadPort:
 				if !strings.Contains(err.Error(), `printed "hello" on stdout`) {
 					t.Errorf("error = %v, want it to quote what was printed", err)
 				}
 			}
-			for _, pid := range f.pids(t) {
-				waitGone(t, pid, 5*time.Second)
+			for _, pid := range f.Pids(t) {
+				fake.WaitGone(t, pid, 5*time.Second)
 			}
 		})
 	}
@@ -205,9 +207,9 @@ func TestLaunchReadyTimeout(t *testing.T) {
 // of another cluster: the real client waits for ever, Launch must not.
 func TestLaunchNopProbeNeverHangs(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	begin := time.Now()
-	_, err := launch(t.Context(), Config{Binary: f.bin, Dir: t.TempDir(), ClusterID: 3, ReadyTimeout: 2 * time.Second}, nopProbe)
+	_, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithClusterID(3), WithReadyTimeout(2*time.Second))
 	if err == nil {
 		t.Fatal("Launch succeeded against a server that never answers")
 	}
@@ -217,33 +219,33 @@ func TestLaunchNopProbeNeverHangs(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "another cluster than 3") {
 		t.Errorf("error = %v, want a deadline that mentions the cluster ID", err)
 	}
-	for _, pid := range f.pids(t) {
-		waitGone(t, pid, 5*time.Second)
+	for _, pid := range f.Pids(t) {
+		fake.WaitGone(t, pid, 5*time.Second)
 	}
 }
 
 func TestLaunchContextCanceled(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
+	f := fake.New(t, fake.Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	begin := time.Now()
-	_, err := launch(ctx, Config{Binary: f.bin, Dir: t.TempDir()}, nopProbe)
+	_, err := Start(ctx, t.TempDir(), WithBinary(f.Bin))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Launch() = %v, want context.Canceled", err)
 	}
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("Launch took %v to notice the cancellation", d)
 	}
-	for _, pid := range f.pids(t) {
-		waitGone(t, pid, 5*time.Second)
+	for _, pid := range f.Pids(t) {
+		fake.WaitGone(t, pid, 5*time.Second)
 	}
 }
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{mode: fakeIgnoreTerm})
-	p, err := launch(t.Context(), Config{Binary: f.bin, Dir: t.TempDir(), StopTimeout: 300 * time.Millisecond}, dialProbe)
+	f := fake.New(t, fake.Options{Mode: fake.ModeIgnoreTerm})
+	p, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithStopTimeout(300*time.Millisecond), WithProbe(fake.DialProbe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +265,11 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 
 func TestStopAfterCrashReportsIt(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
-	p, err := launch(t.Context(), Config{Binary: f.bin, Dir: t.TempDir()}, dialProbe)
+	f := fake.New(t, fake.Options{})
+	p, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithProbe(fake.DialProbe))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.stopping.Store(true) // keep reportUnexpectedExit quiet if one were running
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -280,18 +281,29 @@ func TestStopAfterCrashReportsIt(t *testing.T) {
 
 func TestLaunchValidatesConfig(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, fakeOpts{})
-	for _, cfg := range []Config{
-		{Binary: f.bin},
-		{Binary: f.bin, Dir: t.TempDir(), Port: -1},
-		{Binary: f.bin, Dir: t.TempDir(), Port: 65536},
-		{Binary: filepath.Join(t.TempDir(), "missing"), Dir: t.TempDir()},
+	f := fake.New(t, fake.Options{})
+	for _, c := range []struct {
+		dir  string
+		opts []Option
+	}{
+		{"", []Option{WithBinary(f.Bin)}},
+		{t.TempDir(), []Option{WithBinary(f.Bin), WithPort(-1)}},
+		{t.TempDir(), []Option{WithBinary(f.Bin), WithPort(65536)}},
+		{t.TempDir(), []Option{WithBinary(filepath.Join(t.TempDir(), "missing"))}},
 	} {
-		if _, err := Launch(t.Context(), cfg); err == nil {
-			t.Errorf("Launch(%+v) succeeded, want an error", cfg)
+		if _, err := Start(t.Context(), c.dir, c.opts...); err == nil {
+			t.Errorf("Start(%q, %d options) succeeded, want an error", c.dir, len(c.opts))
 		}
 	}
-	if calls := f.calls(t); len(calls) != 0 {
+	for _, n := range []int{0, MaxReplicas + 1} {
+		if _, err := StartCluster(t.Context(), t.TempDir(), n, WithBinary(f.Bin)); err == nil {
+			t.Errorf("StartCluster(%d replicas) succeeded, want an error", n)
+		}
+	}
+	if _, err := StartCluster(t.Context(), t.TempDir(), 3, WithBinary(f.Bin), WithPort(65534)); err == nil {
+		t.Error("StartCluster(3 replicas from port 65534) succeeded, want an error")
+	}
+	if calls := f.Calls(t); len(calls) != 0 {
 		t.Errorf("calls = %q, want none", calls)
 	}
 }

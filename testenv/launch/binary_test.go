@@ -1,6 +1,6 @@
 //go:build unix
 
-package testenv
+package launch
 
 import (
 	"errors"

@@ -13,9 +13,6 @@ import (
 // exits.
 var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
-// terminate asks p to exit.
-func terminate(p *os.Process) error { return p.Signal(syscall.SIGTERM) }
-
 // processAlive reports whether a process with this pid exists (true when unsure).
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)

@@ -2,16 +2,9 @@
 
 package testenv
 
-import (
-	"os"
-	"os/exec"
-)
+import "os"
 
 var interruptSignals = []os.Signal{os.Interrupt}
-
-func setProcAttr(*exec.Cmd) {}
-
-func terminate(p *os.Process) error { return p.Kill() }
 
 func processAlive(int) bool { return true }
 

@@ -1,4 +1,4 @@
-package testenv
+package launch
 
 import (
 	"errors"
@@ -17,11 +17,11 @@ const binaryName = "tigerbeetle"
 var (
 	// ErrNoBinary reports that no tigerbeetle binary was given or found. Tests skip on it;
 	// any other error from FindBinary (a path that was given but is unusable) is a failure.
-	ErrNoBinary = errors.New("testenv: no tigerbeetle binary found (tried the explicit path, " +
+	ErrNoBinary = errors.New("launch: no tigerbeetle binary found (tried the explicit path, " +
 		"$" + EnvBinary + " and tigerbeetle on PATH); scripts/install-tigerbeetle.sh installs one")
 
-	// ErrExited reports that a tigerbeetle process exited while Launch waited for it.
-	ErrExited = errors.New("testenv: tigerbeetle exited during start-up")
+	// ErrExited reports that a tigerbeetle process exited while Start or StartCluster waited for it.
+	ErrExited = errors.New("launch: tigerbeetle exited during start-up")
 )
 
 // FindBinary returns the absolute path of the tigerbeetle binary to use: explicit if it is
@@ -49,7 +49,7 @@ func FindBinary(explicit string) (string, error) {
 func lookBinary(path, source string) (string, error) {
 	found, err := exec.LookPath(path)
 	if err != nil {
-		return "", fmt.Errorf("testenv: tigerbeetle binary from %s %q is not usable: %w", source, path, err)
+		return "", fmt.Errorf("launch: tigerbeetle binary from %s %q is not usable: %w", source, path, err)
 	}
 	return filepath.Abs(found)
 }

@@ -1,0 +1,69 @@
+//go:build unix
+
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestStderrFilterDropsOnlyTheClientsLines(t *testing.T) {
+	t.Parallel()
+	in := "warning(message_bus): 123: on_connect: error to=0 error.ConnectionRefused\n" +
+		"info(message_bus): 123: connected\n" +
+		"error(message_bus): 123: something else\n" +
+		"panic: runtime error\n" +
+		"warning(io): not the message bus\n" +
+		"no newline at the end"
+	want := "error(message_bus): 123: something else\npanic: runtime error\nwarning(io): not the message bus\nno newline at the end"
+	var f stderrFilter
+	var out bytes.Buffer
+	f.copy(strings.NewReader(in), &out)
+	if out.String() != want {
+		t.Errorf("filtered:\n%q\nwant\n%q", out.String(), want)
+	}
+	f.keepAll()
+	out.Reset()
+	f.copy(strings.NewReader(in), &out)
+	if out.String() != in {
+		t.Errorf("with keepAll:\n%q\nwant everything", out.String())
+	}
+}
+
+// runMain runs this test binary as tblimit, with the real client linked in,
+// and returns its stderr.
+func runMain(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	return stderr.String(), err
+}
+
+// A command against a dead address prints its own one line, not the
+// client's reconnect warnings; --verbose keeps them.
+func TestDeadAddressOneLine(t *testing.T) {
+	t.Parallel()
+	stderr, err := runMain(t, "--addresses", "127.0.0.1:1", "--timeout", "1s", "resources", "list")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != int(ExitError) {
+		t.Fatalf("tblimit against a dead address = %v, want exit %d; stderr:\n%s", err, ExitError, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || !strings.Contains(lines[0], "127.0.0.1:1") {
+		t.Errorf("stderr = %q, want one tblimit: line naming the address", stderr)
+	}
+
+	stderr, _ = runMain(t, "--verbose", "--addresses", "127.0.0.1:1", "--timeout", "2s", "resources", "list")
+	if !strings.Contains(stderr, "warning(message_bus)") || strings.Count(stderr, "tblimit: ") != 1 {
+		t.Errorf("with --verbose, stderr = %q, want the client's warnings and one tblimit: line", stderr)
+	}
+}

@@ -1,0 +1,11 @@
+//go:build unix
+
+package launch
+
+import (
+	"os"
+	"syscall"
+)
+
+// terminate asks p to exit.
+func terminate(p *os.Process) error { return p.Signal(syscall.SIGTERM) }
