@@ -1,6 +1,6 @@
 module github.com/tblimit/tblimit
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/spf13/cobra v1.10.2
@@ -11,4 +11,7 @@ require (
 	golang.org/x/term v0.30.0
 )
 
-require github.com/inconshreveable/mousetrap v1.1.0 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -122,7 +123,7 @@ func validAmount(amount uint64) error {
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's Policy decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
-	if err := validHold(r, req); err != nil {
+	if err := validHold(r, &req); err != nil {
 		return Decision{}, err
 	}
 	if c.leases != nil && req.ID.IsZero() {
@@ -135,13 +136,16 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	return ds[0], err
 }
 
-func validHold(r Resource, req Request) error {
+// validHold checks r and req, and puts req.User in its normal form.
+func validHold(r Resource, req *Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	if err := validKey(req.User); err != nil {
+	key, err := NormalizeKey(req.User)
+	if err != nil {
 		return err
 	}
+	req.User = key
 	return validAmount(req.Amount)
 }
 
@@ -178,8 +182,9 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 	if len(holds) == 0 || len(holds) > BatchMax {
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
 	}
-	for _, h := range holds {
-		if err := validHold(h.Resource, h.Request); err != nil {
+	holds = slices.Clone(holds)
+	for i := range holds {
+		if err := validHold(holds[i].Resource, &holds[i].Request); err != nil {
 			return nil, err
 		}
 	}

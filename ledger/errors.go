@@ -22,7 +22,7 @@ var (
 	ErrInvalidWindow = errors.New("ledger: invalid window")
 	// ErrInvalidAmount means an amount is zero or too large.
 	ErrInvalidAmount = errors.New("ledger: invalid amount")
-	// ErrInvalidKey means a user key is empty or too long.
+	// ErrInvalidKey means a user key breaks the key rule (see NormalizeKey).
 	ErrInvalidKey = errors.New("ledger: invalid user key")
 	// ErrInvalidID means an ID could not be parsed.
 	ErrInvalidID = errors.New("ledger: invalid ID")

@@ -30,7 +30,8 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 	if err := r.Validate(); err != nil {
 		return Usage{}, err
 	}
-	if err := validKey(key); err != nil {
+	key, err := NormalizeKey(key)
+	if err != nil {
 		return Usage{}, err
 	}
 	uid := UserID(r.Ledger, key)
@@ -90,7 +91,8 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if err := validKey(key); err != nil {
+	key, err := NormalizeKey(key)
+	if err != nil {
 		return nil, err
 	}
 	uid := UserID(r.Ledger, key)

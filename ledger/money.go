@@ -36,10 +36,11 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if r.Kind != Money {
 		return Decision{}, fmt.Errorf("%w: %s is not a money resource", ErrInvalidResource, r.Name)
 	}
-	if err := validKey(p.From); err != nil {
+	var err error
+	if p.From, err = NormalizeKey(p.From); err != nil {
 		return Decision{}, fmt.Errorf("from: %w", err)
 	}
-	if err := validKey(p.To); err != nil {
+	if p.To, err = NormalizeKey(p.To); err != nil {
 		return Decision{}, fmt.Errorf("to: %w", err)
 	}
 	if p.From == p.To {
@@ -131,7 +132,8 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if currency == 0 {
 		return fmt.Errorf("%w: currency ledger 0", ErrInvalidResource)
 	}
-	if err := validKey(req.User); err != nil {
+	var err error
+	if req.User, err = NormalizeKey(req.User); err != nil {
 		return err
 	}
 	if err := validAmount(req.Amount); err != nil {
@@ -169,7 +171,8 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 
 // Funds returns how much user key holds on a currency ledger.
 func (c *Client) Funds(ctx context.Context, currency uint32, key string) (uint64, error) {
-	if err := validKey(key); err != nil {
+	key, err := NormalizeKey(key)
+	if err != nil {
 		return 0, err
 	}
 	a, ok, err := c.lookupAccount(ctx, CurrencyUserID(currency, key))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -178,10 +179,14 @@ func (c *Client) Provision(ctx context.Context, r Resource, users ...UserLimit) 
 // a limit set meanwhile by an operator must stand.
 func (c *Client) provision(ctx context.Context, r Resource, users []UserLimit, ensure bool) error {
 	seen := make(map[string]int, len(users))
-	for i, u := range users {
-		if err := validKey(u.Key); err != nil {
+	users = slices.Clone(users)
+	for i := range users {
+		u := &users[i]
+		key, err := NormalizeKey(u.Key)
+		if err != nil {
 			return fmt.Errorf("user %d: %w", i, err)
 		}
+		u.Key = key
 		if j, dup := seen[u.Key]; dup {
 			return fmt.Errorf("%w: user %d: key %q is also user %d", ErrInvalidKey, i, u.Key, j)
 		}
@@ -317,7 +322,7 @@ func (c *Client) ensureLimits(ctx context.Context, r Resource, users []UserLimit
 // balance), and idempotent: setting the limit a user already has writes
 // nothing.
 func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uint64) (err error) {
-	if err := validKey(key); err != nil {
+	if key, err = NormalizeKey(key); err != nil {
 		return err
 	}
 	if err := c.checkResource(ctx, r); err != nil {

@@ -34,7 +34,7 @@ type Reservation struct {
 // r.Window passes. When the limit denies, the Reservation is not OK and its
 // Decision says why; Commit and Cancel then do nothing.
 func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reservation, error) {
-	if err := validHold(r, req); err != nil {
+	if err := validHold(r, &req); err != nil {
 		return nil, err
 	}
 	ds, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)

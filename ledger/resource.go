@@ -5,6 +5,10 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Kind says what a resource counts.
@@ -157,15 +161,45 @@ func validName(name string) error {
 	return nil
 }
 
-// MaxKeyLen is the longest user key accepted.
+// MaxKeyLen is the longest user key accepted, in bytes.
 const MaxKeyLen = 1024
 
-func validKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty user key", ErrInvalidKey)
+// NormalizeKey returns user key in the form this package uses it, or an
+// error wrapping ErrInvalidKey that says what is wrong. The rule is the same
+// for the library, the CLI's arguments and the files it reads: a key is
+// valid UTF-8 of 1 to MaxKeyLen bytes, without control characters (tabs
+// and newlines included) and without white space at either end (refused,
+// not trimmed: "alice" and " alice" would otherwise look alike and differ);
+// and it is taken in Unicode normalization form C, so that "é" written as
+// one character or as "e" and a combining accent is one user. Every call
+// that takes a key applies the rule; a key returned by this package is
+// already in that form.
+func NormalizeKey(key string) (string, error) {
+	ascii := true
+	for i := 0; i < len(key); i++ {
+		if b := key[i]; b >= utf8.RuneSelf || b < 0x20 || b == 0x7f {
+			ascii = false
+			break
+		}
 	}
-	if len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: user key of %d bytes is longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	if !ascii {
+		if !utf8.ValidString(key) {
+			return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidKey, key)
+		}
+		for i, r := range key {
+			if unicode.IsControl(r) {
+				return "", fmt.Errorf("%w: %q has a control character (%U) at byte %d", ErrInvalidKey, key, r, i)
+			}
+		}
+		key = norm.NFC.String(key)
 	}
-	return nil
+	switch {
+	case key == "":
+		return "", fmt.Errorf("%w: empty user key", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return "", fmt.Errorf("%w: user key of %d bytes is longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case strings.TrimSpace(key) != key:
+		return "", fmt.Errorf("%w: %q begins or ends with white space", ErrInvalidKey, key)
+	}
+	return key, nil
 }
