@@ -196,7 +196,6 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-
 func sortAccounts(as []tb.Account) {
 	slices.SortFunc(as, func(a, b tb.Account) int { return cmpU64(a.Timestamp, b.Timestamp) })
 }

@@ -60,7 +60,6 @@ func (us *users) get(id ID, r Resource) *user {
 	return u
 }
 
-
 // forget drops what is known of account id's user.
 func (us *users) forget(id ID) {
 	s := &us.shards[id[0]%userShards]
