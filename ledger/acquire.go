@@ -59,29 +59,47 @@ func (r Reason) String() string {
 
 // Decision is the answer to a request. A denial is a Decision with Allowed
 // false, not an error.
+//
+// Allowed is always exact: TigerBeetle's balance check decided it (or, for
+// a user known to be drained, the Client did, on the cluster's word of the
+// last second). The other numbers come from the Client's view of the user,
+// not from a read per decision: the limit, the holds this Client took and
+// the instants they return, and what its last read of the account showed
+// beyond those. In one process that is the only one taking a user's units,
+// they are exact. When other processes take units of the same user, what
+// they took since this Client last read the user is missing (Remaining may
+// be too high) and what they hold is counted until the latest instant it
+// can return (RetryAfter and ResetAfter may be late); the Client reads a
+// user in use again every second or so (at most one account per 16
+// decisions), and at once when the cluster contradicts its view. Use
+// WithExactDecisions, or Inspect, for numbers exact across processes.
 type Decision struct {
 	// Allowed reports whether the units were taken.
 	Allowed bool
 	// Reason says why not, when Allowed is false.
 	Reason Reason
-	// Limit is the user's limit: units per window.
+	// Limit is the user's limit: units per window. For a user this Client
+	// neither provisioned nor read yet it is the resource's default until
+	// the first read.
 	Limit uint64
 	// Remaining is how many units were left just after the decision (a
 	// snapshot: concurrent requests may have taken some since).
 	Remaining uint64
 	// RetryAfter is, when denied, how long until enough units will have
-	// returned for the same amount (an estimate from the cluster timestamps
-	// of the units in flight); 0 when allowed; negative when the amount
-	// exceeds the limit and can never be admitted.
+	// returned for the same amount, from the instants the Client knows they
+	// return; 0 when allowed; negative when the amount exceeds the limit and
+	// can never be admitted.
 	RetryAfter time.Duration
 	// ResetAfter is how long until every unit in flight has returned and the
 	// whole limit is available again.
 	ResetAfter time.Duration
 	// ID is the transfer that took the units (when allowed) or the attempt
 	// (when denied): send it again in Request.ID to retry the same attempt.
+	// It is zero for a denial made without asking the cluster.
 	ID ID
 	// Timestamp is the cluster time of the decision, in nanoseconds since
-	// the Unix epoch (0 when Unavailable).
+	// the Unix epoch (0 when Unavailable; this Client's estimate of the
+	// cluster's clock when decided without asking it).
 	Timestamp uint64
 }
 

@@ -41,6 +41,7 @@ type Client struct {
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
 
 	// The pipeline's runner's own state (one runner at a time).
+	buf       batch
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch
 	lastLocal int64  // this Client's clock when its answer came

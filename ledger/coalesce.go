@@ -76,7 +76,8 @@ func (c *Client) merge(b *batch, u *user, ops []*op) {
 			total += amount
 		case trusted && u.v.deny(amount, t, now):
 			o.local = true
-			o.ds = []Decision{localDenial(&u.v, amount, t)}
+			o.ds1[0] = localDenial(&u.v, amount, t)
+			o.ds = o.ds1[:]
 		default:
 			alone = append(alone, o)
 		}
@@ -116,7 +117,8 @@ func (c *Client) settleMerged(g *merged, now int64) {
 			amount, _ := u64(o.chain[0].Amount)
 			d := Decision{Allowed: true, ID: fromTB(g.t.ID), Timestamp: at, Limit: u.v.limit, Remaining: after,
 				ResetAfter: u.v.resetAfter(at)}
-			o.ds = []Decision{d}
+			o.ds1[0] = d
+			o.ds = o.ds1[:]
 			after += amount
 			c.noteUse(u)
 		}

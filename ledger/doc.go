@@ -16,11 +16,20 @@
 // The same linking applies several limits to one request all-or-nothing
 // (AcquireAll).
 //
+// Every decision goes through one pipeline: the calls of concurrent
+// callers are sent together, one create request for all of them and one
+// request in flight at a time, as a TigerBeetle client sends them; each
+// admission is one pending transfer and no decision waits for a read. The
+// Client keeps a view of each user (its limit, the holds it took and when
+// they return) from which decisions report Remaining, RetryAfter and
+// ResetAfter, and which lets it deny a user it knows to be drained without
+// any I/O. Reads that keep views true are batched and rate-limited.
+//
 // Beyond the plain recipe: Reserve holds units until Commit or Cancel
-// (concurrency limits); a Client denies users it knows to be drained without
-// any I/O until their first unit returns; WithCoalescing merges concurrent
-// decisions of one user into one balancing transfer (exact); WithLeases lets
-// a process admit a hot user's calls locally from a lease (bounded error).
+// (concurrency limits); WithCoalescing merges the concurrent decisions of
+// one user into one transfer (exact); WithLeases lets a process admit a hot
+// user's calls locally from a lease (bounded error); WithExactDecisions
+// reads every decision's accounts, for tools that report one decision.
 // Stats counts what a Client sends, the engine-independent cost.
 //
 // This package is the only one that talks to TigerBeetle. It works on any

@@ -24,6 +24,11 @@ import (
 
 // op is one call's work in the pipeline.
 type op struct {
+	// Room for the common case, one hold, without allocating.
+	chain1  [1]tb.Transfer
+	events1 [1]opEvent
+	ds1     [1]Decision
+
 	chain    []tb.Transfer
 	events   []opEvent // the chain's holds and ends of holds, in chain order
 	merge    bool      // one hold without a caller's ID: coalescing may merge it
@@ -50,6 +55,9 @@ type opEvent struct {
 
 // holdEvent adds a hold to o that the caller wants a decision for.
 func (o *op) hold(t tb.Transfer, u *user) {
+	if o.chain == nil {
+		o.chain, o.events = o.chain1[:0], o.events1[:0]
+	}
 	o.events = append(o.events, opEvent{i: len(o.chain), u: u, decide: true})
 	o.chain = append(o.chain, t)
 }
@@ -57,6 +65,9 @@ func (o *op) hold(t tb.Transfer, u *user) {
 // add adds a transfer to o; u, if not nil, is the user whose hold it takes
 // or ends (without a decision).
 func (o *op) add(t tb.Transfer, u *user) {
+	if o.chain == nil {
+		o.chain, o.events = o.chain1[:0], o.events1[:0]
+	}
 	if u != nil {
 		o.events = append(o.events, opEvent{i: len(o.chain), u: u})
 	}
@@ -69,10 +80,13 @@ func (o *op) add(t tb.Transfer, u *user) {
 // then, and the pipeline may still be using it, so the caller must not
 // read its answer.
 func (c *Client) submit(ctx context.Context, o *op) error {
-	ctx, cancel := c.conn.WithDeadline(ctx)
-	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		o.deadline = d
+	if !c.conn.InProcess() { // an in-process engine answers at once
+		var cancel context.CancelFunc
+		ctx, cancel = c.conn.WithDeadline(ctx)
+		defer cancel()
+		if d, ok := ctx.Deadline(); ok {
+			o.deadline = d
+		}
 	}
 	if _, err := c.pipe.Do(ctx, o); err != nil {
 		return err
@@ -121,6 +135,9 @@ func (c *Client) flush(batch []*op) {
 // flushContext bounds the batch's request by the latest deadline of its
 // callers (or the default timeout): past it, nobody waits for the answer.
 func (c *Client) flushContext(batch []*op) (context.Context, context.CancelFunc) {
+	if c.conn.InProcess() {
+		return context.Background(), func() {}
+	}
 	var last time.Time
 	for _, o := range batch {
 		if o.deadline.IsZero() {
@@ -167,7 +184,10 @@ func (c *Client) clusterNow() uint64 {
 func (c *Client) settle(o *op, now int64) {
 	failed, decided := chainOutcome(o.res)
 	if decided {
-		o.ds = make([]Decision, 0, len(o.events))
+		o.ds = o.ds1[:0]
+		if len(o.events) > 1 {
+			o.ds = make([]Decision, 0, len(o.events))
+		}
 	}
 	for _, e := range o.events {
 		t, s := &o.chain[e.i], o.res[e.i]
@@ -278,7 +298,9 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 // build makes the batch's transfers: each op's chain as it is, or, with
 // coalescing, one transfer per user for the ops that may be merged.
 func (c *Client) build(ops []*op) *batch {
-	b := &batch{}
+	b := &c.buf // the runner's own, reused from batch to batch
+	clear(b.slots)
+	b.send, b.slots = b.send[:0], b.slots[:0]
 	var merging map[*user][]*op
 	if c.coalesce {
 		merging = c.mergeable(ops)

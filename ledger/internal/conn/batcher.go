@@ -26,9 +26,10 @@ type Batcher[T any] struct {
 
 	mu    sync.Mutex
 	queue []*entry[T]
-	busy  bool // a batch is being run or handed over
-	buf   []T  // the runner's batch, reused
-	max   int  // the most callers that may wait in the queue (0: no bound)
+	busy  bool      // a batch is being run or handed over
+	buf   []T       // the runner's batch, reused
+	max   int       // the most callers that may wait in the queue (0: no bound)
+	free  sync.Pool // entries free for reuse
 }
 
 type entry[T any] struct {
@@ -52,7 +53,7 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, Unavailable(err)
 	}
-	e := &entry[T]{item: item, done: make(chan bool, 1)}
+	e := b.entry(item)
 	b.mu.Lock()
 	if b.max > 0 && len(b.queue) >= b.max {
 		b.mu.Unlock()
@@ -60,7 +61,9 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 	}
 	b.queue = append(b.queue, e)
 	if b.inline {
-		return true, b.doInline(e)
+		err := b.doInline(e)
+		b.release(e)
+		return true, err
 	}
 	if !b.busy {
 		b.busy = true
@@ -69,13 +72,14 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 	b.mu.Unlock()
 	select {
 	case <-e.done:
+		b.release(e)
 		return true, nil
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e.taken {
-		return true, Unavailable(context.Cause(ctx))
+		return true, Unavailable(context.Cause(ctx)) // its batch will still signal e: not released
 	}
 	for i, q := range b.queue {
 		if q == e {
@@ -83,7 +87,25 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 			break
 		}
 	}
+	b.release(e)
 	return false, Unavailable(context.Cause(ctx))
+}
+
+// entry returns an entry for item, reused if one is free.
+func (b *Batcher[T]) entry(item T) *entry[T] {
+	e, _ := b.free.Get().(*entry[T])
+	if e == nil {
+		e = &entry[T]{done: make(chan bool, 1)}
+	}
+	e.item = item
+	return e
+}
+
+// release makes e free for reuse: nobody will signal it any more.
+func (b *Batcher[T]) release(e *entry[T]) {
+	var zero T
+	e.item, e.taken = zero, false
+	b.free.Put(e)
 }
 
 // doInline queues e and runs batches on the caller's goroutine when it is

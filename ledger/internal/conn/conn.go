@@ -167,7 +167,7 @@ func (c *Conn) CreateAccounts(ctx context.Context, as []tb.Account) ([]tb.Create
 // chain: a chain is never split, and a chain longer than a request is
 // ErrTooMany.
 func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
-	out := make([]R, 0, len(events))
+	var out []R
 	for start := 0; start < len(events); {
 		size := c.createCap.size()
 		end := min(start+size, len(events))
@@ -190,6 +190,9 @@ func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bo
 			return nil, fmt.Errorf("ledger: %d results for %d events", len(res), len(part))
 		}
 		c.createCap.accepted(len(part))
+		if start == 0 && end == len(events) {
+			return res, nil // one request: no copy
+		}
 		out = append(out, res...)
 		start = end
 	}
