@@ -23,10 +23,11 @@
 // Cluster time comes from a Clock, the system clock by default. Timestamps
 // are nanoseconds since the Unix epoch, unique and strictly increasing even
 // if the clock goes backwards; the events of one request get consecutive
-// timestamps. A pending transfer expires at exactly timestamp + timeout
-// seconds: a request stamped at or after that instant finds its amounts
-// released. With a ManualClock (WithClock), tests let time pass at once
-// instead of sleeping.
+// timestamps. Like TigerBeetle's, they end at 2^63 - 1 (in the year 2262):
+// past that, requests fail with ErrClockOutOfRange. A pending transfer
+// expires at exactly timestamp + timeout seconds: a request stamped at or
+// after that instant finds its amounts released. With a ManualClock
+// (WithClock), tests let time pass at once instead of sleeping.
 //
 // Memory: a stored transfer costs about 100 bytes of heap (measured with a
 // million pending transfers by TestRetainedBytesPerTransfer), 16 more if its

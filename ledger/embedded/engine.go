@@ -13,6 +13,11 @@ var (
 	// ErrUnsupported is returned, wrapped, by the operations the engine does
 	// not implement (GetChangeEvents).
 	ErrUnsupported = errors.New("embedded: unsupported operation")
+	// ErrClockOutOfRange is returned by a request that would need a cluster
+	// timestamp past TigerBeetle's largest, 2^63 - 1 ns after the Unix
+	// epoch (in the year 2262): a clock set that far makes every later
+	// request fail, as it would stop a cluster.
+	ErrClockOutOfRange = errors.New("embedded: cluster time past the largest timestamp (2^63-1 ns)")
 )
 
 // Engine is an in-process TigerBeetle: it implements tb.Client with the
@@ -116,6 +121,10 @@ func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) 
 		return 0, tb.ErrTooMuchData
 	}
 	base = max(e.last+1, now)
+	if base > timestampMax-uint64(n) {
+		e.mu.Unlock()
+		return 0, ErrClockOutOfRange
+	}
 	e.last = base + uint64(n)
 	e.issued.Store(e.last)
 	return base, nil

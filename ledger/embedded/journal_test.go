@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -640,4 +641,29 @@ func TestJournalSurvivesKill(t *testing.T) {
 		j.Close()
 	}
 	t.Logf("%d acknowledged requests (%d transfers) survived 6 kills; %d torn tails cut", len(acked), total, recovered)
+}
+
+// TestJournalClockOutOfRange checks that a journal refuses a request whose
+// timestamps would pass 2^63 - 1 before writing it.
+func TestJournalClockOutOfRange(t *testing.T) {
+	end := time.Unix(0, math.MaxInt64)
+	path := filepath.Join(t.TempDir(), "journal")
+	jclock := embedded.NewManualClock(epoch)
+	j := journalOpen(t, path, jclock)
+	if _, err := j.CreateAccounts([]tb.Account{{ID: u(1), Ledger: 1, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	jclock.Set(end)
+	if _, err := j.CreateAccounts([]tb.Account{{ID: u(2), Ledger: 1, Code: 1}}); !errors.Is(err, embedded.ErrClockOutOfRange) {
+		t.Fatalf("File.CreateAccounts at the end of time: error %v, want ErrClockOutOfRange", err)
+	}
+	if n := j.Records(); n != 1 {
+		t.Fatalf("journal holds %d records, want 1", n)
+	}
+	j.Close()
+	j2 := journalOpen(t, path, embedded.NewManualClock(epoch))
+	got, err := j2.LookupAccounts([]tb.Uint128{u(1), u(2)})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("after reopening: LookupAccounts = %d accounts, %v; want 1", len(got), err)
+	}
 }

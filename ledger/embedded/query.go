@@ -96,9 +96,12 @@ func (s *state) lookupTransfers(ids []tb.Uint128, out []tb.Transfer) []tb.Transf
 }
 
 // timestampRange turns a filter's bounds (zero: unbounded) into an inclusive
-// range, or reports the filter invalid.
+// range, or reports the filter invalid: a bound past the largest timestamp
+// makes the whole filter invalid, as in TigerBeetle, rather than being
+// clipped.
 func timestampRange(minTs, maxTs uint64) (lo, hi uint64, ok bool) {
-	if minTs == ^uint64(0) || maxTs == ^uint64(0) || (maxTs != 0 && minTs > maxTs) {
+	if (minTs != 0 && !validTimestamp(minTs)) || (maxTs != 0 && !validTimestamp(maxTs)) ||
+		(maxTs != 0 && minTs > maxTs) {
 		return 0, 0, false
 	}
 	lo, hi = minTs, maxTs

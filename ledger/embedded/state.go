@@ -49,11 +49,18 @@ const (
 	stateExpired = 4
 )
 
-// Cluster timestamps lie in [timestampMin, timestampMax].
+// Cluster timestamps lie in [timestampMin, timestampMax]. TigerBeetle
+// 0.17.9 keeps the top bit of its u64 timestamps for the LSM's tombstones, so
+// its largest timestamp is 2^63 - 1 (TimestampRange in src/lsm/
+// timestamp_range.zig): imported events, filters and the cluster clock are
+// all checked against it.
 const (
 	timestampMin = 1
-	timestampMax = math.MaxUint64 - 1
+	timestampMax = math.MaxInt64
 )
+
+// validTimestamp reports whether ts is one TigerBeetle could issue.
+func validTimestamp(ts uint64) bool { return ts >= timestampMin && ts <= timestampMax }
 
 // xfer is one stored transfer: 56 bytes, plus 16 for its ID in the idSet
 // and 16 for a user data 128 that is not zero (see xferArena). Ledger,
@@ -426,7 +433,7 @@ func (s *state) createAccounts(base uint64, events []tb.Account, results []tb.Cr
 			status = tb.AccountImportedEventNotExpected
 		case ev.Flags&afImported == 0 && imported:
 			status = tb.AccountImportedEventExpected
-		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
+		case imported && !validTimestamp(ev.Timestamp):
 			status = tb.AccountImportedEventTimestampOutOfRange
 		case imported && ev.Timestamp >= request:
 			status = tb.AccountImportedEventTimestampMustNotAdvance
@@ -574,7 +581,7 @@ func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.
 			status = tb.TransferImportedEventNotExpected
 		case ev.Flags&tfImported == 0 && imported:
 			status = tb.TransferImportedEventExpected
-		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
+		case imported && !validTimestamp(ev.Timestamp):
 			status = tb.TransferImportedEventTimestampOutOfRange
 		case imported && ev.Timestamp >= request:
 			status = tb.TransferImportedEventTimestampMustNotAdvance
@@ -781,7 +788,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if c, _ := cr.cPend.add(cr.cPost); overflows(amount, c) {
 		return tb.TransferOverflowsCredits
 	}
-	if eventTs > math.MaxInt64 || math.MaxInt64-eventTs < uint64(t.Timeout)*1e9 {
+	if timestampMax-eventTs < uint64(t.Timeout)*1e9 {
 		return tb.TransferOverflowsTimeout
 	}
 	if dr.debitsExceedCredits(amount) {
