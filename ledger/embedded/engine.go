@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -10,9 +9,6 @@ import (
 )
 
 var (
-	// ErrUnsupported is returned, wrapped, by the operations the engine does
-	// not implement (GetChangeEvents).
-	ErrUnsupported = errors.New("embedded: unsupported operation")
 	// ErrClockOutOfRange is returned by a request that would need a cluster
 	// timestamp past TigerBeetle's largest, 2^63 - 1 ns after the Unix
 	// epoch (in the year 2262): a clock set that far makes every later
@@ -86,6 +82,7 @@ type Stats struct {
 	GetAccountBalances  OpStats
 	QueryAccounts       OpStats
 	QueryTransfers      OpStats
+	GetChangeEvents     OpStats
 
 	Accounts  uint64 // accounts stored
 	Transfers uint64 // transfers stored (created ones; failed events are not stored)
@@ -106,28 +103,34 @@ func (e *Engine) Stats() Stats {
 }
 
 // begin locks the engine for a request of n events asking for up to size
-// results, read at clock time now, and returns the request's base
-// timestamp: its events get base+1 .. base+n. Like a cluster's primary, it
-// never issues a timestamp at or below one already issued, even if the clock
-// goes backwards. On error the engine is left unlocked.
-func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) {
+// results (at most limit), read at clock time now, and returns the
+// request's base timestamp. Like a cluster's primary, it never issues a
+// timestamp at or below one already issued, even if the clock goes
+// backwards. On error the engine is left unlocked.
+func (e *Engine) begin(now uint64, n int, size, limit uint64) (base uint64, err error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return 0, tb.ErrClientClosed
 	}
-	if size > batchMax {
+	if size > limit {
 		e.mu.Unlock()
 		return 0, tb.ErrTooMuchData
 	}
 	base = max(e.last+1, now)
-	if base > timestampMax-uint64(n) {
+	// Room for the request's timestamps and for those of the expiries it
+	// may stamp first.
+	if base > timestampMax-uint64(n)-e.st.pendingCount {
 		e.mu.Unlock()
 		return 0, ErrClockOutOfRange
 	}
-	e.last = base + uint64(n)
-	e.issued.Store(e.last)
 	return base, nil
+}
+
+// end records last as the latest timestamp issued.
+func (e *Engine) end(last uint64) {
+	e.last = last
+	e.issued.Store(last)
 }
 
 func (e *Engine) now() uint64 {
@@ -148,7 +151,7 @@ func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult
 	if len(accounts) <= batchMax {
 		results = make([]tb.CreateAccountResult, len(accounts))
 	}
-	base, err := e.begin(e.now(), len(accounts), uint64(len(accounts)))
+	base, err := e.begin(e.now(), len(accounts), uint64(len(accounts)), batchMax)
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +163,10 @@ func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult
 }
 
 func (e *Engine) commitAccounts(base uint64, accounts []tb.Account, results []tb.CreateAccountResult) {
-	e.st.expire(base + 1)
+	base = e.st.open(base)
 	e.st.createAccounts(base, accounts, results)
+	e.st.close(base, len(accounts))
+	e.end(base + uint64(len(accounts)))
 }
 
 // CreateTransfers creates transfers, with one result per transfer in order.
@@ -170,7 +175,7 @@ func (e *Engine) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferRe
 	if len(transfers) <= batchMax {
 		results = make([]tb.CreateTransferResult, len(transfers))
 	}
-	base, err := e.begin(e.now(), len(transfers), uint64(len(transfers)))
+	base, err := e.begin(e.now(), len(transfers), uint64(len(transfers)), batchMax)
 	if err != nil {
 		return nil, err
 	}
@@ -184,19 +189,27 @@ func (e *Engine) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferRe
 // commitTransfers first releases the pending transfers that expire at or
 // before the request's first timestamp, then executes the request.
 func (e *Engine) commitTransfers(base uint64, transfers []tb.Transfer, results []tb.CreateTransferResult) {
-	e.st.expire(base + 1)
+	base = e.st.open(base)
 	e.st.createTransfers(base, transfers, results)
+	e.st.close(base, len(transfers))
+	e.end(base + uint64(len(transfers)))
 }
 
 // read locks the engine for a read-only request of the given number of
 // events that asks for up to size results, and releases the pending
 // transfers that have expired by the request's timestamp.
 func (e *Engine) read(size uint64, events int, op *OpStats) error {
-	base, err := e.begin(e.now(), 0, size)
+	return e.readUpTo(size, batchMax, events, op)
+}
+
+// readUpTo is read for an operation that may ask for up to limit results.
+func (e *Engine) readUpTo(size, limit uint64, events int, op *OpStats) error {
+	base, err := e.begin(e.now(), 0, size, limit)
 	if err != nil {
 		return err
 	}
 	e.st.expire(base)
+	e.end(max(base, e.st.lastEvent))
 	op.Requests++
 	op.Events += uint64(events)
 	return nil
@@ -272,16 +285,18 @@ func (e *Engine) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
 	return e.st.queryTransfers(&filter), nil
 }
 
-// GetChangeEvents is not implemented: it returns an error wrapping
-// ErrUnsupported (or tb.ErrClientClosed once closed).
+// GetChangeEvents returns the change events that match the filter, in
+// timestamp order: one for every transfer created (single phase, pending,
+// post, void) and one for every pending transfer that expired, with both
+// accounts' balances and flags right after the event. An invalid filter
+// gives none; a limit over 2730 (what fits a reply) is tb.ErrTooMuchData.
+// TigerBeetle documents it as experimental.
 func (e *Engine) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, tb.ErrClientClosed
+	if err := e.readUpTo(uint64(filter.Limit), changeEventsMax, 1, &e.stats.GetChangeEvents); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: GetChangeEvents", ErrUnsupported)
+	defer e.mu.Unlock()
+	return e.st.changeEvents(&filter), nil
 }
 
 // Nop does nothing; it fails only once the engine is closed.

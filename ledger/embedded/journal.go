@@ -662,12 +662,12 @@ func (j *File) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
 	return j.eng.QueryTransfers(filter)
 }
 
-// GetChangeEvents is not implemented (see Engine.GetChangeEvents).
+// GetChangeEvents is Engine.GetChangeEvents at the real clock's time.
 func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.closed {
-		return nil, tb.ErrClientClosed
+	if err := j.tick(); err != nil {
+		return nil, err
 	}
 	return j.eng.GetChangeEvents(filter)
 }

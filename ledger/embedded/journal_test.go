@@ -45,6 +45,7 @@ type journalSnapshot struct {
 	PerAcct   [][]tb.Transfer
 	Balances  [][]tb.AccountBalance
 	Query     []tb.Transfer
+	Changes   []tb.ChangeEvent
 }
 
 func journalSnap(t testing.TB, c tb.Client, accounts, transfers []tb.Uint128) journalSnapshot {
@@ -76,6 +77,17 @@ func journalSnap(t testing.TB, c tb.Client, accounts, transfers []tb.Uint128) jo
 	}
 	if s.Query, err = c.QueryTransfers(tb.QueryFilter{Ledger: 7, Limit: 8189}); err != nil {
 		t.Fatal(err)
+	}
+	for from := uint64(0); ; {
+		page, err := c.GetChangeEvents(tb.ChangeEventsFilter{TimestampMin: from, Limit: 2730})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Changes = append(s.Changes, page...)
+		if len(page) < 2730 {
+			break
+		}
+		from = page[len(page)-1].Timestamp + 1
 	}
 	return s
 }
@@ -216,6 +228,9 @@ func TestJournalReplaysExactly(t *testing.T) {
 		}
 	}
 	st := file.Stats()
+	if changes := journalSnap(t, file, nil, nil).Changes; len(changes) != int(st.Transfers+st.Expired) {
+		t.Fatalf("%d change events, want %d", len(changes), st.Transfers+st.Expired)
+	}
 	if st.Transfers == 0 || st.Expired == 0 {
 		t.Fatalf("the workload created %d transfers and expired %d: want both", st.Transfers, st.Expired)
 	}

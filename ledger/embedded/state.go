@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -103,10 +105,16 @@ type acct struct {
 	ledger uint32
 	code   uint16
 	flags  uint16
+	flags0 uint16 // the flags it was created with
 
 	// Arena indexes of the transfers this account is the debit / credit
 	// account of, ascending (= timestamp order).
 	debits, credits idxList
+	// expired holds the indexes in state.expired of the expiries of its
+	// pending transfers, ascending.
+	expired idxList
+	// ckpts holds every ckptEvery-th snapshot of its change events.
+	ckpts []ckpt
 	// history holds one entry per transfer, only with flags.history.
 	history []balance
 }
@@ -166,6 +174,13 @@ type state struct {
 
 	pendingCount uint64 // transfers in statePending
 	expiredCount uint64
+	due          []expiry // pending transfers being expired (scratch)
+
+	// expired is the log of expiries, in timestamp order; lastEvent is the
+	// greatest timestamp given to an event (account, transfer, expiry) or
+	// taken by a create request.
+	expired   chunked[expiredEvent]
+	lastEvent uint64
 
 	chain    bool   // inside a linked chain: record undo steps
 	undoLog  []undo // the current chain's changes
@@ -246,13 +261,23 @@ func (s *state) accountAt(ts uint64) bool {
 
 // expire releases every pending transfer that expires at or before now.
 // Expiry depends on time alone, so releasing early (on a read) or late (on
-// the next create) gives the same state at any later request.
-//
-// Releases commute (they subtract amounts and clear flags), so the queues
-// and the heap are drained one after the other.
+// the next create) gives the same state at any later request; the expiries
+// are applied and stamped in the order of their instants, then of their
+// arena indexes (see changes.go), which gives the same stamps too.
 func (s *state) expire(now uint64) {
 	if now < s.nextExpiry {
 		return
+	}
+	// Each timeout's queue and the heap yield their due transfers in that
+	// order; with more than one of them, the whole lot is sorted.
+	due := s.due[:0]
+	sorted := true
+	take := func(at uint64, idx uint32) {
+		if n := len(due); n > 0 && (at < due[n-1].at || at == due[n-1].at && idx < due[n-1].idx) {
+			sorted = false
+		}
+		due = append(due, expiry{at: at, idx: idx})
+		s.transfers.at(idx).setState(stateExpired)
 	}
 	next := ^uint64(0)
 	for k := range s.queues {
@@ -263,10 +288,10 @@ func (s *state) expire(now uint64) {
 				next = min(next, at)
 				break
 			}
-			q.popFront()
 			if p.state() == statePending {
-				s.release(p)
+				take(p.expiresAt(), q.front())
 			}
+			q.popFront()
 		}
 	}
 	for len(s.expiries) > 0 && s.expiries[0].at <= now {
@@ -276,30 +301,23 @@ func (s *state) expire(now uint64) {
 		}
 		p := s.transfers.at(e.idx)
 		if p.state() != statePending || p.timeout == 0 || p.expiresAt() != e.at {
-			continue // posted, voided, or the index was reused
+			continue // posted, voided, taken already, or the index was reused
 		}
-		s.release(p)
+		take(e.at, e.idx)
 	}
 	if len(s.expiries) > 0 {
 		next = min(next, s.expiries[0].at)
 	}
 	s.nextExpiry = next
-}
-
-// release expires pending transfer p.
-func (s *state) release(p *xfer) {
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
-	dr.dPend = dr.dPend.sub(p.amount)
-	cr.cPend = cr.cPend.sub(p.amount)
-	if p.flags&tfClosingDr != 0 {
-		dr.flags &^= afClosed
+	if !sorted {
+		slices.SortFunc(due, func(a, b expiry) int {
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.idx, b.idx))
+		})
 	}
-	if p.flags&tfClosingCr != 0 {
-		cr.flags &^= afClosed
+	for _, d := range due {
+		s.expireOne(d.idx)
 	}
-	p.setState(stateExpired)
-	s.pendingCount--
-	s.expiredCount++
+	s.due = due[:0]
 }
 
 // schedule arranges for the pending transfer x, stored at idx with a
@@ -394,6 +412,8 @@ func (s *state) removeLastTransfer() {
 	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
 	dr.debits.pop()
 	cr.credits.pop()
+	dr.dropCkpts()
+	cr.dropCkpts()
 	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
 		dr.history = dr.history[:n-1]
 	}
@@ -405,6 +425,27 @@ func (s *state) removeLastTransfer() {
 	}
 	s.transferIDs.removeLast()
 	s.transfers.pop()
+}
+
+// open prepares a create request stamped at base: it releases the pending
+// transfers due by the request's first timestamp and returns the base of
+// the request's own timestamps. Those come after the timestamps the
+// expiries took, which may make more transfers due by the first one.
+// close records that the request took n timestamps.
+func (s *state) open(base uint64) uint64 {
+	for {
+		s.expire(base + 1)
+		if s.lastEvent <= base {
+			return base
+		}
+		base = s.lastEvent
+	}
+}
+
+func (s *state) close(base uint64, n int) {
+	if n > 0 {
+		s.lastEvent = base + uint64(n)
+	}
 }
 
 // createAccounts executes a create_accounts request whose events get the
@@ -525,6 +566,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		ledger: a.Ledger,
 		code:   a.Code,
 		flags:  a.Flags,
+		flags0: a.Flags,
 		ts:     eventTs,
 	})
 	if s.chain {
@@ -859,7 +901,9 @@ func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uin
 // index records transfer idx on both accounts, after their balances changed.
 func (s *state) index(idx uint32, dr, cr *acct) {
 	dr.debits.push(idx)
+	dr.noteEvent()
 	cr.credits.push(idx)
+	cr.noteEvent()
 	if dr.flags&afHistory != 0 {
 		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
 	}
