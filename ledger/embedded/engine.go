@@ -102,35 +102,51 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// begin locks the engine for a request of n events asking for up to size
-// results (at most limit), read at clock time now, and returns the
-// request's base timestamp. Like a cluster's primary, it never issues a
-// timestamp at or below one already issued, even if the clock goes
-// backwards. On error the engine is left unlocked.
+// Every request takes e.mu for its whole length, in the exported method
+// that serves it; the helpers below run under it.
+
+// begin checks that a request of n events asking for up to size results
+// (limit at most) may run, and returns its base timestamp: the clock time
+// now, but never at or below a timestamp already issued, even if the clock
+// goes backwards, as a cluster's primary does. begin requires that e.mu is
+// held.
 func (e *Engine) begin(now uint64, n int, size, limit uint64) (base uint64, err error) {
-	e.mu.Lock()
 	if e.closed {
-		e.mu.Unlock()
 		return 0, tb.ErrClientClosed
 	}
 	if size > limit {
-		e.mu.Unlock()
 		return 0, tb.ErrTooMuchData
 	}
 	base = max(e.last+1, now)
 	// Room for the request's timestamps and for those of the expiries it
 	// may stamp first.
 	if base > timestampMax-uint64(n)-e.st.pendingCount {
-		e.mu.Unlock()
 		return 0, ErrClockOutOfRange
 	}
 	return base, nil
 }
 
-// end records last as the latest timestamp issued.
+// end records last as the latest timestamp a request took. end requires
+// that e.mu is held.
 func (e *Engine) end(last uint64) {
 	e.last = last
 	e.issued.Store(last)
+}
+
+// read prepares a read-only request of the given number of events, read at
+// clock time now, that asks for up to size results (limit at most): it
+// releases the pending transfers expired by the request's timestamp and
+// counts the request in op. read requires that e.mu is held.
+func (e *Engine) read(now, size, limit uint64, events int, op *OpStats) error {
+	base, err := e.begin(now, 0, size, limit)
+	if err != nil {
+		return err
+	}
+	e.st.expire(base)
+	e.end(max(base, e.st.lastEvent))
+	op.Requests++
+	op.Events += uint64(events)
+	return nil
 }
 
 func (e *Engine) now() uint64 {
@@ -142,8 +158,8 @@ func (e *Engine) now() uint64 {
 
 // The create requests below are the only way state changes (besides
 // expiry, which depends on time alone). Each is applied as a whole at its
-// base timestamp by commitAccounts / commitTransfers, deterministically:
-// recording (request, base) and replaying them in order rebuilds the state.
+// base timestamp, deterministically: recording (request, base) and
+// replaying them in order rebuilds the state.
 
 // CreateAccounts creates accounts, with one result per account in order.
 func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, error) {
@@ -151,22 +167,17 @@ func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult
 	if len(accounts) <= batchMax {
 		results = make([]tb.CreateAccountResult, len(accounts))
 	}
-	base, err := e.begin(e.now(), len(accounts), uint64(len(accounts)), batchMax)
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	base, err := e.begin(now, len(accounts), uint64(len(accounts)), batchMax)
 	if err != nil {
 		return nil, err
 	}
-	e.commitAccounts(base, accounts, results)
+	e.end(e.st.createAccounts(base, accounts, results))
 	e.stats.CreateAccounts.Requests++
 	e.stats.CreateAccounts.Events += uint64(len(accounts))
-	e.mu.Unlock()
 	return results, nil
-}
-
-func (e *Engine) commitAccounts(base uint64, accounts []tb.Account, results []tb.CreateAccountResult) {
-	base = e.st.open(base)
-	e.st.createAccounts(base, accounts, results)
-	e.st.close(base, len(accounts))
-	e.end(base + uint64(len(accounts)))
 }
 
 // CreateTransfers creates transfers, with one result per transfer in order.
@@ -175,44 +186,17 @@ func (e *Engine) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferRe
 	if len(transfers) <= batchMax {
 		results = make([]tb.CreateTransferResult, len(transfers))
 	}
-	base, err := e.begin(e.now(), len(transfers), uint64(len(transfers)), batchMax)
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	base, err := e.begin(now, len(transfers), uint64(len(transfers)), batchMax)
 	if err != nil {
 		return nil, err
 	}
-	e.commitTransfers(base, transfers, results)
+	e.end(e.st.createTransfers(base, transfers, results))
 	e.stats.CreateTransfers.Requests++
 	e.stats.CreateTransfers.Events += uint64(len(transfers))
-	e.mu.Unlock()
 	return results, nil
-}
-
-// commitTransfers first releases the pending transfers that expire at or
-// before the request's first timestamp, then executes the request.
-func (e *Engine) commitTransfers(base uint64, transfers []tb.Transfer, results []tb.CreateTransferResult) {
-	base = e.st.open(base)
-	e.st.createTransfers(base, transfers, results)
-	e.st.close(base, len(transfers))
-	e.end(base + uint64(len(transfers)))
-}
-
-// read locks the engine for a read-only request of the given number of
-// events that asks for up to size results, and releases the pending
-// transfers that have expired by the request's timestamp.
-func (e *Engine) read(size uint64, events int, op *OpStats) error {
-	return e.readUpTo(size, batchMax, events, op)
-}
-
-// readUpTo is read for an operation that may ask for up to limit results.
-func (e *Engine) readUpTo(size, limit uint64, events int, op *OpStats) error {
-	base, err := e.begin(e.now(), 0, size, limit)
-	if err != nil {
-		return err
-	}
-	e.st.expire(base)
-	e.end(max(base, e.st.lastEvent))
-	op.Requests++
-	op.Events += uint64(events)
-	return nil
 }
 
 // LookupAccounts returns the accounts with the given IDs, in the order
@@ -222,12 +206,13 @@ func (e *Engine) LookupAccounts(accountIDs []tb.Uint128) ([]tb.Account, error) {
 	if len(accountIDs) <= batchMax {
 		out = make([]tb.Account, 0, len(accountIDs))
 	}
-	if err := e.read(uint64(len(accountIDs)), len(accountIDs), &e.stats.LookupAccounts); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(len(accountIDs)), batchMax, len(accountIDs), &e.stats.LookupAccounts); err != nil {
 		return nil, err
 	}
-	out = e.st.lookupAccounts(accountIDs, out)
-	e.mu.Unlock()
-	return out, nil
+	return e.st.lookupAccounts(accountIDs, out), nil
 }
 
 // LookupTransfers returns the transfers with the given IDs, in the order
@@ -237,22 +222,25 @@ func (e *Engine) LookupTransfers(transferIDs []tb.Uint128) ([]tb.Transfer, error
 	if len(transferIDs) <= batchMax {
 		out = make([]tb.Transfer, 0, len(transferIDs))
 	}
-	if err := e.read(uint64(len(transferIDs)), len(transferIDs), &e.stats.LookupTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(len(transferIDs)), batchMax, len(transferIDs), &e.stats.LookupTransfers); err != nil {
 		return nil, err
 	}
-	out = e.st.lookupTransfers(transferIDs, out)
-	e.mu.Unlock()
-	return out, nil
+	return e.st.lookupTransfers(transferIDs, out), nil
 }
 
 // GetAccountTransfers returns the transfers of filter.AccountID that match
 // the filter, or none if the filter is invalid. A limit over 8189 is
 // tb.ErrTooMuchData.
 func (e *Engine) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.GetAccountTransfers); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.getAccountTransfers(&filter), nil
 }
 
@@ -260,28 +248,34 @@ func (e *Engine) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, er
 // its transfers that match the filter. Only accounts with flags.history keep
 // them; for others, or an invalid filter, it returns none.
 func (e *Engine) GetAccountBalances(filter tb.AccountFilter) ([]tb.AccountBalance, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountBalances); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.GetAccountBalances); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.getAccountBalances(&filter), nil
 }
 
 // QueryAccounts returns the accounts that match the filter.
 func (e *Engine) QueryAccounts(filter tb.QueryFilter) ([]tb.Account, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryAccounts); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.QueryAccounts); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.queryAccounts(&filter), nil
 }
 
 // QueryTransfers returns the transfers that match the filter.
 func (e *Engine) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.QueryTransfers); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.queryTransfers(&filter), nil
 }
 
@@ -292,10 +286,12 @@ func (e *Engine) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
 // gives none; a limit over 2730 (what fits a reply) is tb.ErrTooMuchData.
 // TigerBeetle documents it as experimental.
 func (e *Engine) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
-	if err := e.readUpTo(uint64(filter.Limit), changeEventsMax, 1, &e.stats.GetChangeEvents); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), changeEventsMax, 1, &e.stats.GetChangeEvents); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.changeEvents(&filter), nil
 }
 

@@ -448,60 +448,6 @@ func (s *state) close(base uint64, n int) {
 	}
 }
 
-// createAccounts executes a create_accounts request whose events get the
-// timestamps base+1 .. base+len(events).
-func (s *state) createAccounts(base uint64, events []tb.Account, results []tb.CreateAccountResult) {
-	n := len(events)
-	request := base + uint64(n) // the request's own timestamp
-	imported := n > 0 && events[0].Flags&afImported != 0
-	chainStart := -1
-	broken := false
-	for i := range events {
-		ev := &events[i]
-		ts := base + uint64(i) + 1
-		linked := ev.Flags&afLinked != 0
-		if linked && chainStart < 0 {
-			chainStart = i
-			s.beginChain()
-		}
-		status, rts := tb.AccountCreated, ts
-		switch {
-		case linked && i == n-1:
-			status = tb.AccountLinkedEventChainOpen
-		case broken:
-			status = tb.AccountLinkedEventFailed
-		case ev.Flags&afImported != 0 && !imported:
-			status = tb.AccountImportedEventNotExpected
-		case ev.Flags&afImported == 0 && imported:
-			status = tb.AccountImportedEventExpected
-		case imported && !validTimestamp(ev.Timestamp):
-			status = tb.AccountImportedEventTimestampOutOfRange
-		case imported && ev.Timestamp >= request:
-			status = tb.AccountImportedEventTimestampMustNotAdvance
-		case !imported && ev.Timestamp != 0:
-			status = tb.AccountTimestampMustBeZero
-		default:
-			eventTs := ts
-			if imported {
-				eventTs = ev.Timestamp
-			}
-			status, rts = s.createAccount(ev, eventTs, ts)
-		}
-		results[i] = tb.CreateAccountResult{Timestamp: rts, Status: status}
-		if status != tb.AccountCreated && chainStart >= 0 && !broken {
-			broken = true
-			s.rollback()
-			for j := chainStart; j < i; j++ {
-				results[j].Status = tb.AccountLinkedEventFailed
-			}
-		}
-		if chainStart >= 0 && (!linked || status == tb.AccountLinkedEventChainOpen) {
-			chainStart, broken = -1, false
-			s.endChain()
-		}
-	}
-}
-
 // createAccount validates and stores one account. eventTs is the account's
 // timestamp, ts the event's validation timestamp.
 func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccountStatus, uint64) {
@@ -590,70 +536,6 @@ func transient(status tb.CreateTransferStatus) bool {
 		return true
 	}
 	return false
-}
-
-// createTransfers executes a create_transfers request whose events get the
-// timestamps base+1 .. base+len(events).
-func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.CreateTransferResult) {
-	n := len(events)
-	request := base + uint64(n)
-	imported := n > 0 && events[0].Flags&tfImported != 0
-	s.hotDr, s.hotCr = acctRef{}, acctRef{}
-	hs := s.hashIDs(events)
-	chainStart := -1
-	broken := false
-	for i := range events {
-		if i%touchBlock == 0 {
-			s.touchSlots(hs[i:min(i+touchBlock, n)])
-		}
-		ev := &events[i]
-		ts := base + uint64(i) + 1
-		linked := ev.Flags&tfLinked != 0
-		if linked && chainStart < 0 {
-			chainStart = i
-			s.beginChain()
-		}
-		status, rts := tb.TransferCreated, ts
-		switch {
-		case linked && i == n-1:
-			status = tb.TransferLinkedEventChainOpen
-		case broken:
-			status = tb.TransferLinkedEventFailed
-		case ev.Flags&tfImported != 0 && !imported:
-			status = tb.TransferImportedEventNotExpected
-		case ev.Flags&tfImported == 0 && imported:
-			status = tb.TransferImportedEventExpected
-		case imported && !validTimestamp(ev.Timestamp):
-			status = tb.TransferImportedEventTimestampOutOfRange
-		case imported && ev.Timestamp >= request:
-			status = tb.TransferImportedEventTimestampMustNotAdvance
-		case !imported && ev.Timestamp != 0:
-			status = tb.TransferTimestampMustBeZero
-		default:
-			eventTs := ts
-			if imported {
-				eventTs = ev.Timestamp
-			}
-			status, rts = s.createTransfer(ev, eventTs, ts, hs[i])
-		}
-		results[i] = tb.CreateTransferResult{Timestamp: rts, Status: status}
-		if status != tb.TransferCreated {
-			if chainStart >= 0 && !broken {
-				broken = true
-				s.rollback()
-				for j := chainStart; j < i; j++ {
-					results[j].Status = tb.TransferLinkedEventFailed
-				}
-			}
-			if transient(status) {
-				s.failedIDs.addHashed(ev.ID, hs[i])
-			}
-		}
-		if chainStart >= 0 && (!linked || status == tb.TransferLinkedEventChainOpen) {
-			chainStart, broken = -1, false
-			s.endChain()
-		}
-	}
 }
 
 // hashIDs returns the hashes of the transfers' IDs.
