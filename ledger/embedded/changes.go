@@ -85,8 +85,8 @@ func (a *acct) dropCkpts() {
 func (s *state) expireOne(idx uint32) {
 	p := s.transfers.at(idx)
 	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
-	dr.dPend = dr.dPend.sub(p.amount)
-	cr.cPend = cr.cPend.sub(p.amount)
+	dr.dPend, _ = dr.dPend.Sub(p.amount)
+	cr.cPend, _ = cr.cPend.Sub(p.amount)
 	if p.flags&tfClosingDr != 0 {
 		dr.flags &^= afClosed
 	}
@@ -207,10 +207,10 @@ func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a
 	d, c, x := upTo(a)
 	b, flags := s.balanceAfter(dr, d, c, x)
 	ev.DebitAccountID = a.id
-	b.dPend.put(&ev.DebitAccountDebitsPending)
-	b.dPost.put(&ev.DebitAccountDebitsPosted)
-	b.cPend.put(&ev.DebitAccountCreditsPending)
-	b.cPost.put(&ev.DebitAccountCreditsPosted)
+	b.dPend.Put(&ev.DebitAccountDebitsPending)
+	b.dPost.Put(&ev.DebitAccountDebitsPosted)
+	b.cPend.Put(&ev.DebitAccountCreditsPending)
+	b.cPost.Put(&ev.DebitAccountCreditsPosted)
 	ev.DebitAccountUserData128 = a.ud128
 	ev.DebitAccountUserData64 = a.ud64
 	ev.DebitAccountUserData32 = a.ud32
@@ -222,10 +222,10 @@ func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a
 	d, c, x = upTo(a)
 	b, flags = s.balanceAfter(cr, d, c, x)
 	ev.CreditAccountID = a.id
-	b.dPend.put(&ev.CreditAccountDebitsPending)
-	b.dPost.put(&ev.CreditAccountDebitsPosted)
-	b.cPend.put(&ev.CreditAccountCreditsPending)
-	b.cPost.put(&ev.CreditAccountCreditsPosted)
+	b.dPend.Put(&ev.CreditAccountDebitsPending)
+	b.dPost.Put(&ev.CreditAccountDebitsPosted)
+	b.cPend.Put(&ev.CreditAccountCreditsPending)
+	b.cPost.Put(&ev.CreditAccountCreditsPosted)
 	ev.CreditAccountUserData128 = a.ud128
 	ev.CreditAccountUserData64 = a.ud64
 	ev.CreditAccountUserData32 = a.ud32
@@ -290,17 +290,17 @@ func (s *state) applyTransfer(b *balances, flags *uint16, x *xfer, debit bool) {
 	}
 	switch f := x.flags; {
 	case f&tfPending != 0:
-		*pend, _ = pend.add(x.amount)
+		*pend, _ = pend.Add(x.amount)
 		if f&closing != 0 {
 			*flags |= afClosed
 		}
 	case f&tfPost != 0:
-		*pend = pend.sub(s.transfers.at(x.pending).amount)
-		*post, _ = post.add(x.amount)
+		*pend, _ = pend.Sub(s.transfers.at(x.pending).amount)
+		*post, _ = post.Add(x.amount)
 	case f&tfVoid != 0:
 		s.undoPending(b, flags, s.transfers.at(x.pending), debit)
 	default:
-		*post, _ = post.add(x.amount)
+		*post, _ = post.Add(x.amount)
 	}
 }
 
@@ -311,7 +311,7 @@ func (s *state) undoPending(b *balances, flags *uint16, p *xfer, debit bool) {
 	if debit {
 		pend, closing = &b.dPend, tfClosingDr
 	}
-	*pend = pend.sub(p.amount)
+	*pend, _ = pend.Sub(p.amount)
 	if p.flags&closing != 0 {
 		*flags &^= afClosed
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/internal/u128"
 )
 
 // batchMax is the most events one request may carry, and the most results a
@@ -68,7 +70,7 @@ func validTimestamp(ts uint64) bool { return ts >= timestampMin && ts <= timesta
 // and 16 for a user data 128 that is not zero (see xferArena). Ledger,
 // account IDs and pending ID are recovered through the indexes.
 type xfer struct {
-	amount  u128
+	amount  u128.Uint
 	ud64    uint64
 	ts      uint64
 	dr, cr  uint32 // account indexes
@@ -86,7 +88,7 @@ func (x *xfer) setState(s uint16) { x.flags = x.flags&tfUserFlagsMask | s<<state
 // expiresAt is when a pending transfer with a timeout expires.
 func (x *xfer) expiresAt() uint64 { return x.ts + uint64(x.timeout)*1e9 }
 
-type balances struct{ dPend, dPost, cPend, cPost u128 }
+type balances struct{ dPend, dPost, cPend, cPost u128.Uint }
 
 // balance is one get_account_balances entry: the account's balances right
 // after transfer xfer.
@@ -119,23 +121,23 @@ type acct struct {
 	history []balance
 }
 
-func (a *acct) debitsExceedCredits(amount u128) bool {
+func (a *acct) debitsExceedCredits(amount u128.Uint) bool {
 	if a.flags&afDebitsMustNotExceedCredits == 0 {
 		return false
 	}
 	// No overflow: the overflow checks ran first.
-	d, _ := a.dPend.add(a.dPost)
-	d, _ = d.add(amount)
-	return a.cPost.less(d)
+	d, _ := a.dPend.Add(a.dPost)
+	d, _ = d.Add(amount)
+	return a.cPost.Cmp(d) < 0
 }
 
-func (a *acct) creditsExceedDebits(amount u128) bool {
+func (a *acct) creditsExceedDebits(amount u128.Uint) bool {
 	if a.flags&afCreditsMustNotExceedDebits == 0 {
 		return false
 	}
-	c, _ := a.cPend.add(a.cPost)
-	c, _ = c.add(amount)
-	return a.dPost.less(c)
+	c, _ := a.cPend.Add(a.cPost)
+	c, _ = c.Add(amount)
+	return a.dPost.Cmp(c) < 0
 }
 
 // undo is one step of a linked chain's rollback log.
@@ -683,33 +685,37 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 		return tb.TransferCreditAccountAlreadyClosed
 	}
 
-	amount := toU128(t.Amount)
+	amount := u128.From(t.Amount)
 	if t.Flags&tfBalancingDr != 0 {
-		d, _ := dr.dPost.add(dr.dPend)
-		amount = minU128(amount, dr.cPost.subSat(d))
+		d, _ := dr.dPost.Add(dr.dPend)
+		if room := subSat(dr.cPost, d); room.Cmp(amount) < 0 {
+			amount = room
+		}
 	}
 	if t.Flags&tfBalancingCr != 0 {
-		c, _ := cr.cPost.add(cr.cPend)
-		amount = minU128(amount, cr.dPost.subSat(c))
+		c, _ := cr.cPost.Add(cr.cPend)
+		if room := subSat(cr.dPost, c); room.Cmp(amount) < 0 {
+			amount = room
+		}
 	}
 	if pending {
-		if _, o := amount.add(dr.dPend); o {
+		if _, o := amount.Add(dr.dPend); o {
 			return tb.TransferOverflowsDebitsPending
 		}
-		if _, o := amount.add(cr.cPend); o {
+		if _, o := amount.Add(cr.cPend); o {
 			return tb.TransferOverflowsCreditsPending
 		}
 	}
-	if _, o := amount.add(dr.dPost); o {
+	if _, o := amount.Add(dr.dPost); o {
 		return tb.TransferOverflowsDebitsPosted
 	}
-	if _, o := amount.add(cr.cPost); o {
+	if _, o := amount.Add(cr.cPost); o {
 		return tb.TransferOverflowsCreditsPosted
 	}
-	if d, _ := dr.dPend.add(dr.dPost); overflows(amount, d) {
+	if d, _ := dr.dPend.Add(dr.dPost); overflows(amount, d) {
 		return tb.TransferOverflowsDebits
 	}
-	if c, _ := cr.cPend.add(cr.cPost); overflows(amount, c) {
+	if c, _ := cr.cPend.Add(cr.cPost); overflows(amount, c) {
 		return tb.TransferOverflowsCredits
 	}
 	if timestampMax-eventTs < uint64(t.Timeout)*1e9 {
@@ -732,14 +738,14 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if pending {
 		x.setState(statePending)
 		s.pendingCount++
-		dr.dPend, _ = dr.dPend.add(amount)
-		cr.cPend, _ = cr.cPend.add(amount)
+		dr.dPend, _ = dr.dPend.Add(amount)
+		cr.cPend, _ = cr.cPend.Add(amount)
 		if t.Timeout > 0 {
 			s.schedule(idx, x)
 		}
 	} else {
-		dr.dPost, _ = dr.dPost.add(amount)
-		cr.cPost, _ = cr.cPost.add(amount)
+		dr.dPost, _ = dr.dPost.Add(amount)
+		cr.cPost, _ = cr.cPost.Add(amount)
 	}
 	if t.Flags&tfClosingDr != 0 {
 		dr.flags |= afClosed
@@ -751,13 +757,8 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	return tb.TransferCreated
 }
 
-func overflows(a, b u128) bool {
-	_, o := a.add(b)
-	return o
-}
-
 // storeTransfer appends the transfer record; the caller fills in the state.
-func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uint64, di, ci uint32) uint32 {
+func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128.Uint, eventTs uint64, di, ci uint32) uint32 {
 	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
 	*x = xfer{
@@ -831,14 +832,14 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	case t.Code != 0 && t.Code != p.code:
 		return tb.TransferPendingTransferHasDifferentCode
 	}
-	amount := toU128(t.Amount)
-	if void && amount.isZero() || post && amount == u128Max {
+	amount := u128.From(t.Amount)
+	if void && amount.IsZero() || post && amount == u128.Max {
 		amount = p.amount
 	}
-	if p.amount.less(amount) {
+	if p.amount.Cmp(amount) < 0 {
 		return tb.TransferExceedsPendingTransferAmount
 	}
-	if void && amount.less(p.amount) {
+	if void && amount.Cmp(p.amount) < 0 {
 		return tb.TransferPendingTransferHasDifferentAmount
 	}
 	switch p.state() {
@@ -889,12 +890,12 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	idx := s.storeTransfer(&stored, h, amount, eventTs, di, ci)
 	s.transfers.at(idx).pending = pi
 	s.pendingCount--
-	dr.dPend = dr.dPend.sub(pAmount)
-	cr.cPend = cr.cPend.sub(pAmount)
+	dr.dPend, _ = dr.dPend.Sub(pAmount)
+	cr.cPend, _ = cr.cPend.Sub(pAmount)
 	if post {
 		p.setState(statePosted)
-		dr.dPost, _ = dr.dPost.add(amount)
-		cr.cPost, _ = cr.cPost.add(amount)
+		dr.dPost, _ = dr.dPost.Add(amount)
+		cr.cPost, _ = cr.cPost.Add(amount)
 	} else {
 		p.setState(stateVoided)
 		if pClosing&tfClosingDr != 0 {
@@ -932,9 +933,9 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 		case t.CreditAccountID != cr.id:
 			return tb.TransferExistsWithDifferentCreditAccountID
 		}
-		amount := toU128(t.Amount)
+		amount := u128.From(t.Amount)
 		if t.Flags&(tfBalancingDr|tfBalancingCr) != 0 {
-			if amount.less(e.amount) {
+			if amount.Cmp(e.amount) < 0 {
 				return tb.TransferExistsWithDifferentAmount
 			}
 		} else if amount != e.amount {
@@ -963,8 +964,8 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	case t.CreditAccountID != tbZero && t.CreditAccountID != cr.id:
 		return tb.TransferExistsWithDifferentCreditAccountID
 	}
-	amount := toU128(t.Amount)
-	if t.Flags&tfVoid != 0 && amount.isZero() || t.Flags&tfPost != 0 && amount == u128Max {
+	amount := u128.From(t.Amount)
+	if t.Flags&tfVoid != 0 && amount.IsZero() || t.Flags&tfPost != 0 && amount == u128.Max {
 		if e.amount != p.amount {
 			return tb.TransferExistsWithDifferentAmount
 		}
