@@ -100,8 +100,10 @@ func TestCreateAccountStatuses(t *testing.T) {
 			{"imported_event_expected", []tb.Account{fresh(imported(1)), fresh()}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotRegress, tb.AccountImportedEventExpected}},
 			{"imported_event_timestamp_out_of_range", []tb.Account{fresh(imported(0))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampOutOfRange}},
 			{"imported_event_timestamp_out_of_range max", []tb.Account{fresh(imported(^uint64(0)))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampOutOfRange}},
-			{"imported_event_timestamp_must_not_advance", []tb.Account{fresh(imported(^uint64(0) - 1))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotAdvance}},
-			{"imported_event_timestamp_must_not_advance before reserved_field", []tb.Account{fresh(imported(^uint64(0)-1), reserved)}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotAdvance}},
+			{"imported_event_timestamp_out_of_range 2^64-2", []tb.Account{fresh(imported(^uint64(0) - 1))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampOutOfRange}},
+			{"imported_event_timestamp_out_of_range 2^63", []tb.Account{fresh(imported(1 << 63))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampOutOfRange}},
+			{"imported_event_timestamp_must_not_advance", []tb.Account{fresh(imported(1<<63 - 1))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotAdvance}},
+			{"imported_event_timestamp_must_not_advance before reserved_field", []tb.Account{fresh(imported(1<<63-1), reserved)}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotAdvance}},
 			{"imported_event_timestamp_must_not_regress", []tb.Account{fresh(imported(1))}, []tb.CreateAccountStatus{tb.AccountImportedEventTimestampMustNotRegress}},
 			{"imported exists", []tb.Account{again(func(a *tb.Account) { a.Flags = aImported; a.Timestamp = 1 })}, []tb.CreateAccountStatus{tb.AccountExistsWithDifferentFlags}},
 		}

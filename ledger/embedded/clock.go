@@ -64,9 +64,16 @@ func (c *ManualClock) Set(t time.Time) {
 	c.mu.Unlock()
 }
 
+// maxTime is the latest clock reading that is a cluster timestamp.
+var maxTime = time.Unix(0, timestampMax)
+
 // unixNanos converts a clock reading to a cluster time, clamping times
-// before 1970 to zero.
+// before 1970 to zero and times after maxTime, where time.UnixNano is
+// undefined, to timestampMax.
 func unixNanos(t time.Time) uint64 {
+	if t.After(maxTime) {
+		return timestampMax
+	}
 	ns := t.UnixNano()
 	if ns < 0 {
 		return 0

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -10,9 +9,11 @@ import (
 )
 
 var (
-	// ErrUnsupported is returned, wrapped, by the operations the engine does
-	// not implement (GetChangeEvents).
-	ErrUnsupported = errors.New("embedded: unsupported operation")
+	// ErrClockOutOfRange is returned by a request that would need a cluster
+	// timestamp past TigerBeetle's largest, 2^63 - 1 ns after the Unix
+	// epoch (in the year 2262): a clock set that far makes every later
+	// request fail, as it would stop a cluster.
+	ErrClockOutOfRange = errors.New("embedded: cluster time past the largest timestamp (2^63-1 ns)")
 )
 
 // Engine is an in-process TigerBeetle: it implements tb.Client with the
@@ -81,6 +82,7 @@ type Stats struct {
 	GetAccountBalances  OpStats
 	QueryAccounts       OpStats
 	QueryTransfers      OpStats
+	GetChangeEvents     OpStats
 
 	Accounts  uint64 // accounts stored
 	Transfers uint64 // transfers stored (created ones; failed events are not stored)
@@ -100,25 +102,51 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// begin locks the engine for a request of n events asking for up to size
-// results, read at clock time now, and returns the request's base
-// timestamp: its events get base+1 .. base+n. Like a cluster's primary, it
-// never issues a timestamp at or below one already issued, even if the clock
-// goes backwards. On error the engine is left unlocked.
-func (e *Engine) begin(now uint64, n int, size uint64) (base uint64, err error) {
-	e.mu.Lock()
+// Every request takes e.mu for its whole length, in the exported method
+// that serves it; the helpers below run under it.
+
+// begin checks that a request of n events asking for up to size results
+// (limit at most) may run, and returns its base timestamp: the clock time
+// now, but never at or below a timestamp already issued, even if the clock
+// goes backwards, as a cluster's primary does. begin requires that e.mu is
+// held.
+func (e *Engine) begin(now uint64, n int, size, limit uint64) (base uint64, err error) {
 	if e.closed {
-		e.mu.Unlock()
 		return 0, tb.ErrClientClosed
 	}
-	if size > batchMax {
-		e.mu.Unlock()
+	if size > limit {
 		return 0, tb.ErrTooMuchData
 	}
 	base = max(e.last+1, now)
-	e.last = base + uint64(n)
-	e.issued.Store(e.last)
+	// Room for the request's timestamps and for those of the expiries it
+	// may stamp first.
+	if base > timestampMax-uint64(n)-e.st.pendingCount {
+		return 0, ErrClockOutOfRange
+	}
 	return base, nil
+}
+
+// end records last as the latest timestamp a request took. end requires
+// that e.mu is held.
+func (e *Engine) end(last uint64) {
+	e.last = last
+	e.issued.Store(last)
+}
+
+// read prepares a read-only request of the given number of events, read at
+// clock time now, that asks for up to size results (limit at most): it
+// releases the pending transfers expired by the request's timestamp and
+// counts the request in op. read requires that e.mu is held.
+func (e *Engine) read(now, size, limit uint64, events int, op *OpStats) error {
+	base, err := e.begin(now, 0, size, limit)
+	if err != nil {
+		return err
+	}
+	e.st.expire(base)
+	e.end(max(base, e.st.lastEvent))
+	op.Requests++
+	op.Events += uint64(events)
+	return nil
 }
 
 func (e *Engine) now() uint64 {
@@ -130,8 +158,8 @@ func (e *Engine) now() uint64 {
 
 // The create requests below are the only way state changes (besides
 // expiry, which depends on time alone). Each is applied as a whole at its
-// base timestamp by commitAccounts / commitTransfers, deterministically:
-// recording (request, base) and replaying them in order rebuilds the state.
+// base timestamp, deterministically: recording (request, base) and
+// replaying them in order rebuilds the state.
 
 // CreateAccounts creates accounts, with one result per account in order.
 func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, error) {
@@ -139,20 +167,17 @@ func (e *Engine) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult
 	if len(accounts) <= batchMax {
 		results = make([]tb.CreateAccountResult, len(accounts))
 	}
-	base, err := e.begin(e.now(), len(accounts), uint64(len(accounts)))
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	base, err := e.begin(now, len(accounts), uint64(len(accounts)), batchMax)
 	if err != nil {
 		return nil, err
 	}
-	e.commitAccounts(base, accounts, results)
+	e.end(e.st.createAccounts(base, accounts, results))
 	e.stats.CreateAccounts.Requests++
 	e.stats.CreateAccounts.Events += uint64(len(accounts))
-	e.mu.Unlock()
 	return results, nil
-}
-
-func (e *Engine) commitAccounts(base uint64, accounts []tb.Account, results []tb.CreateAccountResult) {
-	e.st.expire(base + 1)
-	e.st.createAccounts(base, accounts, results)
 }
 
 // CreateTransfers creates transfers, with one result per transfer in order.
@@ -161,36 +186,17 @@ func (e *Engine) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferRe
 	if len(transfers) <= batchMax {
 		results = make([]tb.CreateTransferResult, len(transfers))
 	}
-	base, err := e.begin(e.now(), len(transfers), uint64(len(transfers)))
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	base, err := e.begin(now, len(transfers), uint64(len(transfers)), batchMax)
 	if err != nil {
 		return nil, err
 	}
-	e.commitTransfers(base, transfers, results)
+	e.end(e.st.createTransfers(base, transfers, results))
 	e.stats.CreateTransfers.Requests++
 	e.stats.CreateTransfers.Events += uint64(len(transfers))
-	e.mu.Unlock()
 	return results, nil
-}
-
-// commitTransfers first releases the pending transfers that expire at or
-// before the request's first timestamp, then executes the request.
-func (e *Engine) commitTransfers(base uint64, transfers []tb.Transfer, results []tb.CreateTransferResult) {
-	e.st.expire(base + 1)
-	e.st.createTransfers(base, transfers, results)
-}
-
-// read locks the engine for a read-only request of the given number of
-// events that asks for up to size results, and releases the pending
-// transfers that have expired by the request's timestamp.
-func (e *Engine) read(size uint64, events int, op *OpStats) error {
-	base, err := e.begin(e.now(), 0, size)
-	if err != nil {
-		return err
-	}
-	e.st.expire(base)
-	op.Requests++
-	op.Events += uint64(events)
-	return nil
 }
 
 // LookupAccounts returns the accounts with the given IDs, in the order
@@ -200,12 +206,13 @@ func (e *Engine) LookupAccounts(accountIDs []tb.Uint128) ([]tb.Account, error) {
 	if len(accountIDs) <= batchMax {
 		out = make([]tb.Account, 0, len(accountIDs))
 	}
-	if err := e.read(uint64(len(accountIDs)), len(accountIDs), &e.stats.LookupAccounts); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(len(accountIDs)), batchMax, len(accountIDs), &e.stats.LookupAccounts); err != nil {
 		return nil, err
 	}
-	out = e.st.lookupAccounts(accountIDs, out)
-	e.mu.Unlock()
-	return out, nil
+	return e.st.lookupAccounts(accountIDs, out), nil
 }
 
 // LookupTransfers returns the transfers with the given IDs, in the order
@@ -215,22 +222,25 @@ func (e *Engine) LookupTransfers(transferIDs []tb.Uint128) ([]tb.Transfer, error
 	if len(transferIDs) <= batchMax {
 		out = make([]tb.Transfer, 0, len(transferIDs))
 	}
-	if err := e.read(uint64(len(transferIDs)), len(transferIDs), &e.stats.LookupTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(len(transferIDs)), batchMax, len(transferIDs), &e.stats.LookupTransfers); err != nil {
 		return nil, err
 	}
-	out = e.st.lookupTransfers(transferIDs, out)
-	e.mu.Unlock()
-	return out, nil
+	return e.st.lookupTransfers(transferIDs, out), nil
 }
 
 // GetAccountTransfers returns the transfers of filter.AccountID that match
 // the filter, or none if the filter is invalid. A limit over 8189 is
 // tb.ErrTooMuchData.
 func (e *Engine) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.GetAccountTransfers); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.getAccountTransfers(&filter), nil
 }
 
@@ -238,41 +248,51 @@ func (e *Engine) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, er
 // its transfers that match the filter. Only accounts with flags.history keep
 // them; for others, or an invalid filter, it returns none.
 func (e *Engine) GetAccountBalances(filter tb.AccountFilter) ([]tb.AccountBalance, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.GetAccountBalances); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.GetAccountBalances); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.getAccountBalances(&filter), nil
 }
 
 // QueryAccounts returns the accounts that match the filter.
 func (e *Engine) QueryAccounts(filter tb.QueryFilter) ([]tb.Account, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryAccounts); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.QueryAccounts); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.queryAccounts(&filter), nil
 }
 
 // QueryTransfers returns the transfers that match the filter.
 func (e *Engine) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
-	if err := e.read(uint64(filter.Limit), 1, &e.stats.QueryTransfers); err != nil {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), batchMax, 1, &e.stats.QueryTransfers); err != nil {
 		return nil, err
 	}
-	defer e.mu.Unlock()
 	return e.st.queryTransfers(&filter), nil
 }
 
-// GetChangeEvents is not implemented: it returns an error wrapping
-// ErrUnsupported (or tb.ErrClientClosed once closed).
+// GetChangeEvents returns the change events that match the filter, in
+// timestamp order: one for every transfer created (single phase, pending,
+// post, void) and one for every pending transfer that expired, with both
+// accounts' balances and flags right after the event. An invalid filter
+// gives none; a limit over 2730 (what fits a reply) is tb.ErrTooMuchData.
+// TigerBeetle documents it as experimental.
 func (e *Engine) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
+	now := e.now()
 	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, tb.ErrClientClosed
+	defer e.mu.Unlock()
+	if err := e.read(now, uint64(filter.Limit), changeEventsMax, 1, &e.stats.GetChangeEvents); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: GetChangeEvents", ErrUnsupported)
+	return e.st.changeEvents(&filter), nil
 }
 
 // Nop does nothing; it fails only once the engine is closed.

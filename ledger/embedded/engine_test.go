@@ -1,7 +1,6 @@
 package embedded_test
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -167,15 +166,6 @@ func TestStats(t *testing.T) {
 	}
 }
 
-func TestGetChangeEventsUnsupported(t *testing.T) {
-	e := embedded.New()
-	defer e.Close()
-	_, err := e.GetChangeEvents(tb.ChangeEventsFilter{Limit: 1})
-	if !errors.Is(err, embedded.ErrUnsupported) || !strings.HasPrefix(err.Error(), "embedded: ") {
-		t.Fatalf("GetChangeEvents error = %v, want one wrapping ErrUnsupported", err)
-	}
-}
-
 func TestDefaultClock(t *testing.T) {
 	e := embedded.New()
 	defer e.Close()
@@ -273,4 +263,69 @@ func TestRetainedBytesPerTransfer(t *testing.T) {
 		t.Fatalf("%.0f bytes retained per transfer, want at most 200", perTransfer)
 	}
 	runtime.KeepAlive(e)
+}
+
+// TestExpiryStamps checks how the engine stamps expiries, which a cluster
+// does in pulses of its own: at the expiry instant, or just after the
+// previous event, in the order of their instants and then of creation;
+// requests released by a read or by the next create get the same stamps,
+// and a create's own events come after the expiries it released.
+func TestExpiryStamps(t *testing.T) {
+	run := func(reads bool) ([]tb.ChangeEvent, []tb.CreateTransferResult) {
+		f, e, clock := engineFixture(t)
+		acc := f.accounts(0, 0)
+		var res []tb.CreateTransferResult
+		// p1 (2 s) and p2 (1 s, created 1 s later) expire at the same instant,
+		// from two timeouts' queues; p3 (1 s) 1 ns later.
+		res = append(res, f.must(f.pending(acc[0], acc[1], 1, 2))...)
+		clock.Set(time.Unix(0, int64(res[0].Timestamp+1e9-1)))
+		res = append(res, f.must(f.pending(acc[0], acc[1], 2, 1), f.pending(acc[0], acc[1], 3, 1))...)
+		clock.Set(time.Unix(0, int64(res[0].Timestamp+2e9-1)))
+		if reads {
+			f.lookupAccount(acc[0]) // stamped p1's instant - 1: releases nothing
+			f.lookupAccount(acc[0]) // stamped p1's instant: releases p1 and p2
+		}
+		// Stamped at the instant: its first timestamp is p3's instant.
+		res = append(res, f.must(f.transfer(acc[0], acc[1], 4))...)
+		got, err := e.GetChangeEvents(tb.ChangeEventsFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, res
+	}
+	events, res := run(false)
+	at := res[0].Timestamp + 2e9
+	var got []string
+	for _, ev := range events {
+		got = append(got, fmt.Sprintf("%v %d @%+d", ev.Type, lo(ev.TransferAmount), int64(ev.Timestamp-at)))
+	}
+	want := []string{
+		fmt.Sprintf("ChangeEventTwoPhasePending 1 @%+d", -2_000_000_000),
+		fmt.Sprintf("ChangeEventTwoPhasePending 2 @%+d", int64(res[1].Timestamp-at)),
+		fmt.Sprintf("ChangeEventTwoPhasePending 3 @%+d", int64(res[2].Timestamp-at)),
+		"ChangeEventTwoPhaseExpired 1 @+0",
+		"ChangeEventTwoPhaseExpired 2 @+1",
+		"ChangeEventTwoPhaseExpired 3 @+2",
+		"ChangeEventSinglePhase 4 @+3",
+	}
+	if res[2].Timestamp+1e9 != at+1 {
+		t.Fatalf("setup: p3 expires at %d, want %d", res[2].Timestamp+1e9, at+1)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("change events:\n%v\nwant\n%v", got, want)
+	}
+	if r := res[3].Timestamp; r != at+3 {
+		t.Fatalf("transfer after the expiries stamped %d, want %d", r, at+3)
+	}
+	// The same with reads that release p1 and p2 first (IDs aside).
+	withReads, res2 := run(true)
+	strip := func(events []tb.ChangeEvent) string {
+		for i := range events {
+			events[i].TransferID, events[i].DebitAccountID, events[i].CreditAccountID = tb.Uint128{}, tb.Uint128{}, tb.Uint128{}
+		}
+		return fmt.Sprint(events)
+	}
+	if a, b := strip(withReads), strip(events); a != b || fmt.Sprint(res2) != fmt.Sprint(res) {
+		t.Fatalf("with reads releasing the expiries first:\n%v\nwithout:\n%v", a, b)
+	}
 }

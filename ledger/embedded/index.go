@@ -354,3 +354,22 @@ func (l *idxList) pop() {
 		}
 	}
 }
+
+// chunked is an append-only list of T in chunks, so that growing never
+// copies what it holds.
+type chunked[T any] struct {
+	chunks []*[chunkSize]T
+	n      uint32
+}
+
+func (l *chunked[T]) at(i uint32) *T { return &l.chunks[i>>chunkShift][i&chunkMask] }
+
+// push appends a zero T and returns its index and a pointer to it.
+func (l *chunked[T]) push() (uint32, *T) {
+	i := l.n
+	if i&chunkMask == 0 && int(i>>chunkShift) == len(l.chunks) {
+		l.chunks = append(l.chunks, new([chunkSize]T))
+	}
+	l.n++
+	return i, l.at(i)
+}

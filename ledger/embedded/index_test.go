@@ -1,11 +1,12 @@
 package embedded
 
 import (
-	"math/big"
 	"math/rand/v2"
 	"testing"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/internal/u128"
 )
 
 func TestIDSet(t *testing.T) {
@@ -63,7 +64,7 @@ func TestIDSet(t *testing.T) {
 	}
 }
 
-func toU128Pair(lo, hi uint64) tb.Uint128 { return u128{lo, hi}.tb() }
+func toU128Pair(lo, hi uint64) tb.Uint128 { return u128.FromParts(lo, hi) }
 
 func TestExpiryHeap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -79,40 +80,4 @@ func TestExpiryHeap(t *testing.T) {
 		}
 		prev = e
 	}
-}
-
-func FuzzU128(f *testing.F) {
-	f.Add(uint64(0), uint64(0), uint64(1), uint64(0))
-	f.Add(^uint64(0), ^uint64(0), uint64(1), uint64(0))
-	f.Add(^uint64(0), uint64(0), uint64(1), uint64(0))
-	f.Fuzz(func(t *testing.T, alo, ahi, blo, bhi uint64) {
-		a, b := u128{alo, ahi}, u128{blo, bhi}
-		ab, bb := toBig(a), toBig(b)
-		if got := toU128(a.tb()); got != a {
-			t.Fatalf("round trip %v = %v", a, got)
-		}
-		if got := a.tb().BigInt(); got.Cmp(ab) != 0 {
-			t.Fatalf("tb.Uint128 of %v = %v, want %v", a, got, ab)
-		}
-		sum, over := a.add(b)
-		want := new(big.Int).Add(ab, bb)
-		if over != (want.BitLen() > 128) || (!over && toBig(sum).Cmp(want) != 0) {
-			t.Fatalf("%v + %v = %v, %v", a, b, sum, over)
-		}
-		if a.less(b) != (ab.Cmp(bb) < 0) {
-			t.Fatalf("%v < %v = %v", a, b, a.less(b))
-		}
-		if !a.less(b) {
-			if got := toBig(a.sub(b)); got.Cmp(new(big.Int).Sub(ab, bb)) != 0 {
-				t.Fatalf("%v - %v = %v", a, b, got)
-			}
-		} else if !a.subSat(b).isZero() {
-			t.Fatalf("subSat(%v, %v) = %v, want 0", a, b, a.subSat(b))
-		}
-	})
-}
-
-func toBig(a u128) *big.Int {
-	v := new(big.Int).SetUint64(a.hi)
-	return v.Lsh(v, 64).Or(v, new(big.Int).SetUint64(a.lo))
 }

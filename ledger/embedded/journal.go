@@ -480,13 +480,19 @@ func (j *File) findRecord(from, size int64) (int64, bool, error) {
 	return 0, false, nil
 }
 
-// stamp returns the time of the next create request: the real clock's time,
-// but after every timestamp the engine has issued, so that the engine stamps
-// the request at exactly this time now and on replay.
-func (j *File) stamp() uint64 {
+// stamp returns the time of a create request of n events: the real clock's
+// time, but after every timestamp the engine has issued, so that the engine
+// stamps the request at exactly this time now and on replay. A time that
+// leaves no room for the request's timestamps is refused before anything is
+// written, as the engine would refuse it.
+func (j *File) stamp(n int) (uint64, error) {
 	now := unixNanos(j.real.Now())
 	last := unixNanos(j.eng.Now())
-	return max(now, last+1)
+	t := max(now, last+1)
+	if t > timestampMax-uint64(n) {
+		return 0, ErrClockOutOfRange
+	}
+	return t, nil
 }
 
 // tick sets the engine's clock to the real clock's time for a read.
@@ -552,8 +558,11 @@ func (j *File) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, 
 		j.clock.Set(j.real.Now())
 		return j.eng.CreateAccounts(accounts)
 	}
-	t := j.stamp()
-	err := j.append(opAccounts, t, len(accounts), func(p []byte) {
+	t, err := j.stamp(len(accounts))
+	if err != nil {
+		return nil, err
+	}
+	err = j.append(opAccounts, t, len(accounts), func(p []byte) {
 		for i := range accounts {
 			encodeAccount(p[i*eventSize:], &accounts[i])
 		}
@@ -577,8 +586,11 @@ func (j *File) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 		j.clock.Set(j.real.Now())
 		return j.eng.CreateTransfers(transfers)
 	}
-	t := j.stamp()
-	err := j.append(opTransfers, t, len(transfers), func(p []byte) {
+	t, err := j.stamp(len(transfers))
+	if err != nil {
+		return nil, err
+	}
+	err = j.append(opTransfers, t, len(transfers), func(p []byte) {
 		for i := range transfers {
 			encodeTransfer(p[i*eventSize:], &transfers[i])
 		}
@@ -650,12 +662,12 @@ func (j *File) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
 	return j.eng.QueryTransfers(filter)
 }
 
-// GetChangeEvents is not implemented (see Engine.GetChangeEvents).
+// GetChangeEvents is Engine.GetChangeEvents at the real clock's time.
 func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.closed {
-		return nil, tb.ErrClientClosed
+	if err := j.tick(); err != nil {
+		return nil, err
 	}
 	return j.eng.GetChangeEvents(filter)
 }

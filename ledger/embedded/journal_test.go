@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ type journalSnapshot struct {
 	PerAcct   [][]tb.Transfer
 	Balances  [][]tb.AccountBalance
 	Query     []tb.Transfer
+	Changes   []tb.ChangeEvent
 }
 
 func journalSnap(t testing.TB, c tb.Client, accounts, transfers []tb.Uint128) journalSnapshot {
@@ -75,6 +77,17 @@ func journalSnap(t testing.TB, c tb.Client, accounts, transfers []tb.Uint128) jo
 	}
 	if s.Query, err = c.QueryTransfers(tb.QueryFilter{Ledger: 7, Limit: 8189}); err != nil {
 		t.Fatal(err)
+	}
+	for from := uint64(0); ; {
+		page, err := c.GetChangeEvents(tb.ChangeEventsFilter{TimestampMin: from, Limit: 2730})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Changes = append(s.Changes, page...)
+		if len(page) < 2730 {
+			break
+		}
+		from = page[len(page)-1].Timestamp + 1
 	}
 	return s
 }
@@ -215,6 +228,9 @@ func TestJournalReplaysExactly(t *testing.T) {
 		}
 	}
 	st := file.Stats()
+	if changes := journalSnap(t, file, nil, nil).Changes; len(changes) != int(st.Transfers+st.Expired) {
+		t.Fatalf("%d change events, want %d", len(changes), st.Transfers+st.Expired)
+	}
 	if st.Transfers == 0 || st.Expired == 0 {
 		t.Fatalf("the workload created %d transfers and expired %d: want both", st.Transfers, st.Expired)
 	}
@@ -640,4 +656,29 @@ func TestJournalSurvivesKill(t *testing.T) {
 		j.Close()
 	}
 	t.Logf("%d acknowledged requests (%d transfers) survived 6 kills; %d torn tails cut", len(acked), total, recovered)
+}
+
+// TestJournalClockOutOfRange checks that a journal refuses a request whose
+// timestamps would pass 2^63 - 1 before writing it.
+func TestJournalClockOutOfRange(t *testing.T) {
+	end := time.Unix(0, math.MaxInt64)
+	path := filepath.Join(t.TempDir(), "journal")
+	jclock := embedded.NewManualClock(epoch)
+	j := journalOpen(t, path, jclock)
+	if _, err := j.CreateAccounts([]tb.Account{{ID: u(1), Ledger: 1, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	jclock.Set(end)
+	if _, err := j.CreateAccounts([]tb.Account{{ID: u(2), Ledger: 1, Code: 1}}); !errors.Is(err, embedded.ErrClockOutOfRange) {
+		t.Fatalf("File.CreateAccounts at the end of time: error %v, want ErrClockOutOfRange", err)
+	}
+	if n := j.Records(); n != 1 {
+		t.Fatalf("journal holds %d records, want 1", n)
+	}
+	j.Close()
+	j2 := journalOpen(t, path, embedded.NewManualClock(epoch))
+	got, err := j2.LookupAccounts([]tb.Uint128{u(1), u(2)})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("after reopening: LookupAccounts = %d accounts, %v; want 1", len(got), err)
+	}
 }

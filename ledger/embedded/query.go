@@ -27,10 +27,10 @@ func (s *state) account(i uint32) tb.Account {
 func (s *state) putAccount(out *tb.Account, i uint32) {
 	a := &s.accounts[i]
 	out.ID = a.id
-	a.dPend.put(&out.DebitsPending)
-	a.dPost.put(&out.DebitsPosted)
-	a.cPend.put(&out.CreditsPending)
-	a.cPost.put(&out.CreditsPosted)
+	a.dPend.Put(&out.DebitsPending)
+	a.dPost.Put(&out.DebitsPosted)
+	a.cPend.Put(&out.CreditsPending)
+	a.cPost.Put(&out.CreditsPosted)
 	out.UserData128 = a.ud128
 	out.UserData64 = a.ud64
 	out.UserData32 = a.ud32
@@ -47,7 +47,7 @@ func (s *state) transfer(i uint32) tb.Transfer {
 		ID:              s.transferIDs.key(i),
 		DebitAccountID:  dr.id,
 		CreditAccountID: s.accounts[x.cr].id,
-		Amount:          x.amount.tb(),
+		Amount:          x.amount.TB(),
 		UserData128:     s.transfers.userData128(i),
 		UserData64:      x.ud64,
 		UserData32:      x.ud32,
@@ -96,9 +96,12 @@ func (s *state) lookupTransfers(ids []tb.Uint128, out []tb.Transfer) []tb.Transf
 }
 
 // timestampRange turns a filter's bounds (zero: unbounded) into an inclusive
-// range, or reports the filter invalid.
+// range, or reports the filter invalid: a bound past the largest timestamp
+// makes the whole filter invalid, as in TigerBeetle, rather than being
+// clipped.
 func timestampRange(minTs, maxTs uint64) (lo, hi uint64, ok bool) {
-	if minTs == ^uint64(0) || maxTs == ^uint64(0) || (maxTs != 0 && minTs > maxTs) {
+	if (minTs != 0 && !validTimestamp(minTs)) || (maxTs != 0 && !validTimestamp(maxTs)) ||
+		(maxTs != 0 && minTs > maxTs) {
 		return 0, 0, false
 	}
 	lo, hi = minTs, maxTs
@@ -218,10 +221,10 @@ func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
 		}
 		h := &a.history[k]
 		out = append(out, tb.AccountBalance{
-			DebitsPending:  h.dPend.tb(),
-			DebitsPosted:   h.dPost.tb(),
-			CreditsPending: h.cPend.tb(),
-			CreditsPosted:  h.cPost.tb(),
+			DebitsPending:  h.dPend.TB(),
+			DebitsPosted:   h.dPost.TB(),
+			CreditsPending: h.cPend.TB(),
+			CreditsPosted:  h.cPost.TB(),
 			Timestamp:      s.transfers.at(i).ts,
 		})
 	}

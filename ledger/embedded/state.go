@@ -1,9 +1,13 @@
 package embedded
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/internal/u128"
 )
 
 // batchMax is the most events one request may carry, and the most results a
@@ -49,17 +53,24 @@ const (
 	stateExpired = 4
 )
 
-// Cluster timestamps lie in [timestampMin, timestampMax].
+// Cluster timestamps lie in [timestampMin, timestampMax]. TigerBeetle
+// 0.17.9 keeps the top bit of its u64 timestamps for the LSM's tombstones, so
+// its largest timestamp is 2^63 - 1 (TimestampRange in src/lsm/
+// timestamp_range.zig): imported events, filters and the cluster clock are
+// all checked against it.
 const (
 	timestampMin = 1
-	timestampMax = math.MaxUint64 - 1
+	timestampMax = math.MaxInt64
 )
+
+// validTimestamp reports whether ts is one TigerBeetle could issue.
+func validTimestamp(ts uint64) bool { return ts >= timestampMin && ts <= timestampMax }
 
 // xfer is one stored transfer: 56 bytes, plus 16 for its ID in the idSet
 // and 16 for a user data 128 that is not zero (see xferArena). Ledger,
 // account IDs and pending ID are recovered through the indexes.
 type xfer struct {
-	amount  u128
+	amount  u128.Uint
 	ud64    uint64
 	ts      uint64
 	dr, cr  uint32 // account indexes
@@ -77,7 +88,7 @@ func (x *xfer) setState(s uint16) { x.flags = x.flags&tfUserFlagsMask | s<<state
 // expiresAt is when a pending transfer with a timeout expires.
 func (x *xfer) expiresAt() uint64 { return x.ts + uint64(x.timeout)*1e9 }
 
-type balances struct{ dPend, dPost, cPend, cPost u128 }
+type balances struct{ dPend, dPost, cPend, cPost u128.Uint }
 
 // balance is one get_account_balances entry: the account's balances right
 // after transfer xfer.
@@ -96,31 +107,37 @@ type acct struct {
 	ledger uint32
 	code   uint16
 	flags  uint16
+	flags0 uint16 // the flags it was created with
 
 	// Arena indexes of the transfers this account is the debit / credit
 	// account of, ascending (= timestamp order).
 	debits, credits idxList
+	// expired holds the indexes in state.expired of the expiries of its
+	// pending transfers, ascending.
+	expired idxList
+	// ckpts holds every ckptEvery-th snapshot of its change events.
+	ckpts []ckpt
 	// history holds one entry per transfer, only with flags.history.
 	history []balance
 }
 
-func (a *acct) debitsExceedCredits(amount u128) bool {
+func (a *acct) debitsExceedCredits(amount u128.Uint) bool {
 	if a.flags&afDebitsMustNotExceedCredits == 0 {
 		return false
 	}
 	// No overflow: the overflow checks ran first.
-	d, _ := a.dPend.add(a.dPost)
-	d, _ = d.add(amount)
-	return a.cPost.less(d)
+	d, _ := a.dPend.Add(a.dPost)
+	d, _ = d.Add(amount)
+	return a.cPost.Cmp(d) < 0
 }
 
-func (a *acct) creditsExceedDebits(amount u128) bool {
+func (a *acct) creditsExceedDebits(amount u128.Uint) bool {
 	if a.flags&afCreditsMustNotExceedDebits == 0 {
 		return false
 	}
-	c, _ := a.cPend.add(a.cPost)
-	c, _ = c.add(amount)
-	return a.dPost.less(c)
+	c, _ := a.cPend.Add(a.cPost)
+	c, _ = c.Add(amount)
+	return a.dPost.Cmp(c) < 0
 }
 
 // undo is one step of a linked chain's rollback log.
@@ -159,6 +176,13 @@ type state struct {
 
 	pendingCount uint64 // transfers in statePending
 	expiredCount uint64
+	due          []expiry // pending transfers being expired (scratch)
+
+	// expired is the log of expiries, in timestamp order; lastEvent is the
+	// greatest timestamp given to an event (account, transfer, expiry) or
+	// taken by a create request.
+	expired   chunked[expiredEvent]
+	lastEvent uint64
 
 	chain    bool   // inside a linked chain: record undo steps
 	undoLog  []undo // the current chain's changes
@@ -239,13 +263,23 @@ func (s *state) accountAt(ts uint64) bool {
 
 // expire releases every pending transfer that expires at or before now.
 // Expiry depends on time alone, so releasing early (on a read) or late (on
-// the next create) gives the same state at any later request.
-//
-// Releases commute (they subtract amounts and clear flags), so the queues
-// and the heap are drained one after the other.
+// the next create) gives the same state at any later request; the expiries
+// are applied and stamped in the order of their instants, then of their
+// arena indexes (see changes.go), which gives the same stamps too.
 func (s *state) expire(now uint64) {
 	if now < s.nextExpiry {
 		return
+	}
+	// Each timeout's queue and the heap yield their due transfers in that
+	// order; with more than one of them, the whole lot is sorted.
+	due := s.due[:0]
+	sorted := true
+	take := func(at uint64, idx uint32) {
+		if n := len(due); n > 0 && (at < due[n-1].at || at == due[n-1].at && idx < due[n-1].idx) {
+			sorted = false
+		}
+		due = append(due, expiry{at: at, idx: idx})
+		s.transfers.at(idx).setState(stateExpired)
 	}
 	next := ^uint64(0)
 	for k := range s.queues {
@@ -256,10 +290,10 @@ func (s *state) expire(now uint64) {
 				next = min(next, at)
 				break
 			}
-			q.popFront()
 			if p.state() == statePending {
-				s.release(p)
+				take(p.expiresAt(), q.front())
 			}
+			q.popFront()
 		}
 	}
 	for len(s.expiries) > 0 && s.expiries[0].at <= now {
@@ -269,30 +303,23 @@ func (s *state) expire(now uint64) {
 		}
 		p := s.transfers.at(e.idx)
 		if p.state() != statePending || p.timeout == 0 || p.expiresAt() != e.at {
-			continue // posted, voided, or the index was reused
+			continue // posted, voided, taken already, or the index was reused
 		}
-		s.release(p)
+		take(e.at, e.idx)
 	}
 	if len(s.expiries) > 0 {
 		next = min(next, s.expiries[0].at)
 	}
 	s.nextExpiry = next
-}
-
-// release expires pending transfer p.
-func (s *state) release(p *xfer) {
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
-	dr.dPend = dr.dPend.sub(p.amount)
-	cr.cPend = cr.cPend.sub(p.amount)
-	if p.flags&tfClosingDr != 0 {
-		dr.flags &^= afClosed
+	if !sorted {
+		slices.SortFunc(due, func(a, b expiry) int {
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.idx, b.idx))
+		})
 	}
-	if p.flags&tfClosingCr != 0 {
-		cr.flags &^= afClosed
+	for _, d := range due {
+		s.expireOne(d.idx)
 	}
-	p.setState(stateExpired)
-	s.pendingCount--
-	s.expiredCount++
+	s.due = due[:0]
 }
 
 // schedule arranges for the pending transfer x, stored at idx with a
@@ -387,6 +414,8 @@ func (s *state) removeLastTransfer() {
 	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
 	dr.debits.pop()
 	cr.credits.pop()
+	dr.dropCkpts()
+	cr.dropCkpts()
 	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
 		dr.history = dr.history[:n-1]
 	}
@@ -400,57 +429,24 @@ func (s *state) removeLastTransfer() {
 	s.transfers.pop()
 }
 
-// createAccounts executes a create_accounts request whose events get the
-// timestamps base+1 .. base+len(events).
-func (s *state) createAccounts(base uint64, events []tb.Account, results []tb.CreateAccountResult) {
-	n := len(events)
-	request := base + uint64(n) // the request's own timestamp
-	imported := n > 0 && events[0].Flags&afImported != 0
-	chainStart := -1
-	broken := false
-	for i := range events {
-		ev := &events[i]
-		ts := base + uint64(i) + 1
-		linked := ev.Flags&afLinked != 0
-		if linked && chainStart < 0 {
-			chainStart = i
-			s.beginChain()
+// open prepares a create request stamped at base: it releases the pending
+// transfers due by the request's first timestamp and returns the base of
+// the request's own timestamps. Those come after the timestamps the
+// expiries took, which may make more transfers due by the first one.
+// close records that the request took n timestamps.
+func (s *state) open(base uint64) uint64 {
+	for {
+		s.expire(base + 1)
+		if s.lastEvent <= base {
+			return base
 		}
-		status, rts := tb.AccountCreated, ts
-		switch {
-		case linked && i == n-1:
-			status = tb.AccountLinkedEventChainOpen
-		case broken:
-			status = tb.AccountLinkedEventFailed
-		case ev.Flags&afImported != 0 && !imported:
-			status = tb.AccountImportedEventNotExpected
-		case ev.Flags&afImported == 0 && imported:
-			status = tb.AccountImportedEventExpected
-		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
-			status = tb.AccountImportedEventTimestampOutOfRange
-		case imported && ev.Timestamp >= request:
-			status = tb.AccountImportedEventTimestampMustNotAdvance
-		case !imported && ev.Timestamp != 0:
-			status = tb.AccountTimestampMustBeZero
-		default:
-			eventTs := ts
-			if imported {
-				eventTs = ev.Timestamp
-			}
-			status, rts = s.createAccount(ev, eventTs, ts)
-		}
-		results[i] = tb.CreateAccountResult{Timestamp: rts, Status: status}
-		if status != tb.AccountCreated && chainStart >= 0 && !broken {
-			broken = true
-			s.rollback()
-			for j := chainStart; j < i; j++ {
-				results[j].Status = tb.AccountLinkedEventFailed
-			}
-		}
-		if chainStart >= 0 && (!linked || status == tb.AccountLinkedEventChainOpen) {
-			chainStart, broken = -1, false
-			s.endChain()
-		}
+		base = s.lastEvent
+	}
+}
+
+func (s *state) close(base uint64, n int) {
+	if n > 0 {
+		s.lastEvent = base + uint64(n)
 	}
 }
 
@@ -518,6 +514,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		ledger: a.Ledger,
 		code:   a.Code,
 		flags:  a.Flags,
+		flags0: a.Flags,
 		ts:     eventTs,
 	})
 	if s.chain {
@@ -541,70 +538,6 @@ func transient(status tb.CreateTransferStatus) bool {
 		return true
 	}
 	return false
-}
-
-// createTransfers executes a create_transfers request whose events get the
-// timestamps base+1 .. base+len(events).
-func (s *state) createTransfers(base uint64, events []tb.Transfer, results []tb.CreateTransferResult) {
-	n := len(events)
-	request := base + uint64(n)
-	imported := n > 0 && events[0].Flags&tfImported != 0
-	s.hotDr, s.hotCr = acctRef{}, acctRef{}
-	hs := s.hashIDs(events)
-	chainStart := -1
-	broken := false
-	for i := range events {
-		if i%touchBlock == 0 {
-			s.touchSlots(hs[i:min(i+touchBlock, n)])
-		}
-		ev := &events[i]
-		ts := base + uint64(i) + 1
-		linked := ev.Flags&tfLinked != 0
-		if linked && chainStart < 0 {
-			chainStart = i
-			s.beginChain()
-		}
-		status, rts := tb.TransferCreated, ts
-		switch {
-		case linked && i == n-1:
-			status = tb.TransferLinkedEventChainOpen
-		case broken:
-			status = tb.TransferLinkedEventFailed
-		case ev.Flags&tfImported != 0 && !imported:
-			status = tb.TransferImportedEventNotExpected
-		case ev.Flags&tfImported == 0 && imported:
-			status = tb.TransferImportedEventExpected
-		case imported && (ev.Timestamp < timestampMin || ev.Timestamp > timestampMax):
-			status = tb.TransferImportedEventTimestampOutOfRange
-		case imported && ev.Timestamp >= request:
-			status = tb.TransferImportedEventTimestampMustNotAdvance
-		case !imported && ev.Timestamp != 0:
-			status = tb.TransferTimestampMustBeZero
-		default:
-			eventTs := ts
-			if imported {
-				eventTs = ev.Timestamp
-			}
-			status, rts = s.createTransfer(ev, eventTs, ts, hs[i])
-		}
-		results[i] = tb.CreateTransferResult{Timestamp: rts, Status: status}
-		if status != tb.TransferCreated {
-			if chainStart >= 0 && !broken {
-				broken = true
-				s.rollback()
-				for j := chainStart; j < i; j++ {
-					results[j].Status = tb.TransferLinkedEventFailed
-				}
-			}
-			if transient(status) {
-				s.failedIDs.addHashed(ev.ID, hs[i])
-			}
-		}
-		if chainStart >= 0 && (!linked || status == tb.TransferLinkedEventChainOpen) {
-			chainStart, broken = -1, false
-			s.endChain()
-		}
-	}
 }
 
 // hashIDs returns the hashes of the transfers' IDs.
@@ -752,36 +685,40 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 		return tb.TransferCreditAccountAlreadyClosed
 	}
 
-	amount := toU128(t.Amount)
+	amount := u128.From(t.Amount)
 	if t.Flags&tfBalancingDr != 0 {
-		d, _ := dr.dPost.add(dr.dPend)
-		amount = minU128(amount, dr.cPost.subSat(d))
+		d, _ := dr.dPost.Add(dr.dPend)
+		if room := subSat(dr.cPost, d); room.Cmp(amount) < 0 {
+			amount = room
+		}
 	}
 	if t.Flags&tfBalancingCr != 0 {
-		c, _ := cr.cPost.add(cr.cPend)
-		amount = minU128(amount, cr.dPost.subSat(c))
+		c, _ := cr.cPost.Add(cr.cPend)
+		if room := subSat(cr.dPost, c); room.Cmp(amount) < 0 {
+			amount = room
+		}
 	}
 	if pending {
-		if _, o := amount.add(dr.dPend); o {
+		if _, o := amount.Add(dr.dPend); o {
 			return tb.TransferOverflowsDebitsPending
 		}
-		if _, o := amount.add(cr.cPend); o {
+		if _, o := amount.Add(cr.cPend); o {
 			return tb.TransferOverflowsCreditsPending
 		}
 	}
-	if _, o := amount.add(dr.dPost); o {
+	if _, o := amount.Add(dr.dPost); o {
 		return tb.TransferOverflowsDebitsPosted
 	}
-	if _, o := amount.add(cr.cPost); o {
+	if _, o := amount.Add(cr.cPost); o {
 		return tb.TransferOverflowsCreditsPosted
 	}
-	if d, _ := dr.dPend.add(dr.dPost); overflows(amount, d) {
+	if d, _ := dr.dPend.Add(dr.dPost); overflows(amount, d) {
 		return tb.TransferOverflowsDebits
 	}
-	if c, _ := cr.cPend.add(cr.cPost); overflows(amount, c) {
+	if c, _ := cr.cPend.Add(cr.cPost); overflows(amount, c) {
 		return tb.TransferOverflowsCredits
 	}
-	if eventTs > math.MaxInt64 || math.MaxInt64-eventTs < uint64(t.Timeout)*1e9 {
+	if timestampMax-eventTs < uint64(t.Timeout)*1e9 {
 		return tb.TransferOverflowsTimeout
 	}
 	if dr.debitsExceedCredits(amount) {
@@ -801,14 +738,14 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if pending {
 		x.setState(statePending)
 		s.pendingCount++
-		dr.dPend, _ = dr.dPend.add(amount)
-		cr.cPend, _ = cr.cPend.add(amount)
+		dr.dPend, _ = dr.dPend.Add(amount)
+		cr.cPend, _ = cr.cPend.Add(amount)
 		if t.Timeout > 0 {
 			s.schedule(idx, x)
 		}
 	} else {
-		dr.dPost, _ = dr.dPost.add(amount)
-		cr.cPost, _ = cr.cPost.add(amount)
+		dr.dPost, _ = dr.dPost.Add(amount)
+		cr.cPost, _ = cr.cPost.Add(amount)
 	}
 	if t.Flags&tfClosingDr != 0 {
 		dr.flags |= afClosed
@@ -820,13 +757,8 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	return tb.TransferCreated
 }
 
-func overflows(a, b u128) bool {
-	_, o := a.add(b)
-	return o
-}
-
 // storeTransfer appends the transfer record; the caller fills in the state.
-func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uint64, di, ci uint32) uint32 {
+func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128.Uint, eventTs uint64, di, ci uint32) uint32 {
 	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
 	*x = xfer{
@@ -852,7 +784,9 @@ func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128, eventTs uin
 // index records transfer idx on both accounts, after their balances changed.
 func (s *state) index(idx uint32, dr, cr *acct) {
 	dr.debits.push(idx)
+	dr.noteEvent()
 	cr.credits.push(idx)
+	cr.noteEvent()
 	if dr.flags&afHistory != 0 {
 		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
 	}
@@ -898,14 +832,14 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	case t.Code != 0 && t.Code != p.code:
 		return tb.TransferPendingTransferHasDifferentCode
 	}
-	amount := toU128(t.Amount)
-	if void && amount.isZero() || post && amount == u128Max {
+	amount := u128.From(t.Amount)
+	if void && amount.IsZero() || post && amount == u128.Max {
 		amount = p.amount
 	}
-	if p.amount.less(amount) {
+	if p.amount.Cmp(amount) < 0 {
 		return tb.TransferExceedsPendingTransferAmount
 	}
-	if void && amount.less(p.amount) {
+	if void && amount.Cmp(p.amount) < 0 {
 		return tb.TransferPendingTransferHasDifferentAmount
 	}
 	switch p.state() {
@@ -956,12 +890,12 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	idx := s.storeTransfer(&stored, h, amount, eventTs, di, ci)
 	s.transfers.at(idx).pending = pi
 	s.pendingCount--
-	dr.dPend = dr.dPend.sub(pAmount)
-	cr.cPend = cr.cPend.sub(pAmount)
+	dr.dPend, _ = dr.dPend.Sub(pAmount)
+	cr.cPend, _ = cr.cPend.Sub(pAmount)
 	if post {
 		p.setState(statePosted)
-		dr.dPost, _ = dr.dPost.add(amount)
-		cr.cPost, _ = cr.cPost.add(amount)
+		dr.dPost, _ = dr.dPost.Add(amount)
+		cr.cPost, _ = cr.cPost.Add(amount)
 	} else {
 		p.setState(stateVoided)
 		if pClosing&tfClosingDr != 0 {
@@ -999,9 +933,9 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 		case t.CreditAccountID != cr.id:
 			return tb.TransferExistsWithDifferentCreditAccountID
 		}
-		amount := toU128(t.Amount)
+		amount := u128.From(t.Amount)
 		if t.Flags&(tfBalancingDr|tfBalancingCr) != 0 {
-			if amount.less(e.amount) {
+			if amount.Cmp(e.amount) < 0 {
 				return tb.TransferExistsWithDifferentAmount
 			}
 		} else if amount != e.amount {
@@ -1030,8 +964,8 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	case t.CreditAccountID != tbZero && t.CreditAccountID != cr.id:
 		return tb.TransferExistsWithDifferentCreditAccountID
 	}
-	amount := toU128(t.Amount)
-	if t.Flags&tfVoid != 0 && amount.isZero() || t.Flags&tfPost != 0 && amount == u128Max {
+	amount := u128.From(t.Amount)
+	if t.Flags&tfVoid != 0 && amount.IsZero() || t.Flags&tfPost != 0 && amount == u128.Max {
 		if e.amount != p.amount {
 			return tb.TransferExistsWithDifferentAmount
 		}
