@@ -1,6 +1,6 @@
 module github.com/tblimit/tblimit/bench
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
@@ -23,7 +23,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.24.0 // indirect
-	golang.org/x/text v0.22.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/tblimit/tblimit => ../

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -118,9 +119,9 @@ func maxTimeout(window time.Duration) time.Duration { return window + time.Secon
 func sortFlights(fs []flight) {
 	slices.SortFunc(fs, func(a, b flight) int {
 		if a.expires != b.expires {
-			return cmpU64(a.expires, b.expires)
+			return cmp.Compare(a.expires, b.expires)
 		}
-		return cmpU64(a.ts, b.ts)
+		return cmp.Compare(a.ts, b.ts)
 	})
 }
 
@@ -186,18 +187,8 @@ func pageSize(want uint64) uint32 {
 	return uint32(want)
 }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func sortAccounts(as []tb.Account) {
-	slices.SortFunc(as, func(a, b tb.Account) int { return cmpU64(a.Timestamp, b.Timestamp) })
+	slices.SortFunc(as, func(a, b tb.Account) int { return cmp.Compare(a.Timestamp, b.Timestamp) })
 }
 
 // lastExpiry returns the cluster time at which the last unit now in flight

@@ -155,7 +155,7 @@ func validName(name string) error {
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("%w: name %q: character %q is not one of a-z 0-9 - _ .", ErrInvalidResource, name, c)
+			return fmt.Errorf("%w: name %q: character %q is not one of a-z, 0-9, '-', '_' and '.'", ErrInvalidResource, name, c)
 		}
 	}
 	return nil

@@ -200,11 +200,3 @@ func (f *fixture) fund(id tb.Uint128, amount uint64) {
 	src := f.accounts(0)[0]
 	f.must(f.transfer(src, id, amount))
 }
-
-func ids(transfers []tb.Transfer) []tb.Uint128 {
-	out := make([]tb.Uint128, len(transfers))
-	for i, t := range transfers {
-		out[i] = t.ID
-	}
-	return out
-}

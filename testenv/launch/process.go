@@ -303,7 +303,7 @@ func nopProbe(ctx context.Context, clusterID uint64, addresses []string) error {
 	case err := <-answer:
 		client.Close()
 		if err != nil {
-			return fmt.Errorf("Nop: %w", err)
+			return fmt.Errorf("nop: %w", err)
 		}
 		return nil
 	case <-ctx.Done():
