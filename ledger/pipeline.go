@@ -99,6 +99,7 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 // answer. Only the Batcher's runner calls it, one batch at a time.
 func (c *Client) flush(batch []*op) {
 	c.readBack()
+	c.scanBack()
 	b := c.build(batch)
 	if len(b.send) > 0 {
 		ctx, cancel := c.flushContext(batch)
@@ -213,6 +214,10 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 		case tb.TransferExceedsCredits:
 			u.v.denied(amount, s.Timestamp, now)
+			if !u.v.complete() && !u.v.scanQueued && now-u.v.scanLocal >= int64(recheck) {
+				u.v.scanQueued = true // denied, and it does not know when units return
+				c.reads.scans = append(c.reads.scans, u)
+			}
 		}
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
 		if s.Status == tb.TransferCreated {

@@ -23,13 +23,21 @@ const (
 	// refreshEvery: a user in use is read again after this long, within the
 	// budget, so that what other processes did shows in its decisions.
 	refreshEvery = time.Second
+	// scanRatio: a Client scans the transfers of at most one user per
+	// scanRatio decisions it sends.
+	scanRatio = 64
+	// scanMaxUnits: a user with more units in flight is not scanned (a
+	// scan reads every hold in flight, and its view stays incomplete).
+	scanMaxUnits = BatchMax
 )
 
-// readQueue holds the users due a read and the budget of reads. Only the
-// pipeline's runner uses it.
+// readQueue holds the users due a read, those due a scan of their
+// transfers, and the budget of both. Only the pipeline's runner uses it.
 type readQueue struct {
-	users  []*user
-	budget float64
+	users      []*user
+	budget     float64
+	scans      []*user
+	scanBudget float64
 }
 
 // push queues u for a read and earns the budget of one decision.
@@ -38,6 +46,7 @@ func (q *readQueue) push(u *user) { q.users = append(q.users, u) }
 // earn adds the budget of n decisions.
 func (q *readQueue) earn(n int) {
 	q.budget = min(q.budget+float64(n)/readRatio, BatchMax)
+	q.scanBudget = min(q.scanBudget+float64(n)/scanRatio, 1)
 }
 
 // readBack reads the users due a read, as many as the budget allows. The
@@ -52,6 +61,42 @@ func (c *Client) readBack() {
 	q.users = append(q.users[:0], q.users[n:]...)
 	q.budget -= float64(n)
 	c.read(us)
+}
+
+// scanBack scans the transfers of a user that was denied while its view did
+// not know when the units in flight return (other processes hold them), if
+// the budget allows: its view then knows every hold in flight, so that
+// RetryAfter is exact and the user is denied locally while drained, as in
+// one process. Each user is scanned at most once per recheck. Only the
+// pipeline's runner calls it, between batches.
+func (c *Client) scanBack() {
+	q := &c.reads
+	if len(q.scans) == 0 || q.scanBudget < 1 {
+		return
+	}
+	u := q.scans[0]
+	q.scans = append(q.scans[:0], q.scans[1:]...)
+	q.scanBudget--
+	c.read([]*user{u}) // the limit, and whether the view still lacks units
+	u.mu.Lock()
+	u.v.scanQueued = false
+	u.v.scanLocal = c.localNow()
+	need := !u.v.complete() && u.v.inFlight(c.lastTS) <= scanMaxUnits
+	window := u.res.Window
+	u.mu.Unlock()
+	if !need {
+		return
+	}
+	t := c.lastTS
+	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
+	flights, err := c.inFlight(ctx, u.id, maxTimeout(window), t, 0, true)
+	cancel()
+	if err != nil {
+		return
+	}
+	u.mu.Lock()
+	u.v.scanned(flights, t)
+	u.mu.Unlock()
 }
 
 // read looks up the accounts of us and teaches their views what they show.

@@ -38,6 +38,8 @@ type view struct {
 	readLocal  int64   // local time (ns) of the last read; 0: never read
 	uses       uint32  // decisions since the last read
 	queued     bool    // waits in the Client's read queue
+	scanLocal  int64   // local time (ns) of the last scan of its transfers
+	scanQueued bool    // waits in the Client's scan queue
 }
 
 // vhold is a hold in flight: units taken by a pending transfer.
