@@ -18,10 +18,23 @@ type Request struct {
 	// Amount is how many units to take: 1 per request, the size in bytes
 	// for bandwidth, the amount in the currency's smallest unit for money.
 	Amount uint64
-	// ID identifies this attempt. Leave it zero for a new attempt; to
-	// retry an attempt whose answer was lost (ErrUnavailable), send it
-	// again with the ID of the Decision or of the error (see AttemptID),
-	// so that it is not counted twice.
+	// ID names the request, as an idempotency key does: every call with
+	// the same ID is the same request, which is admitted at most once.
+	//   - An admission under an ID is final: a later call with the ID
+	//     answers it again (Allowed, and the same ID), and takes nothing
+	//     more, even when the first call's answer was lost or it is still
+	//     on its way to the cluster.
+	//   - A denial is not: a later call with the ID decides again, so that a
+	//     request denied for want of units (or funds) can be made again
+	//     under the same ID once RetryAfter has passed, and be admitted.
+	//   - A call whose answer was lost (ErrUnavailable) is safe to repeat
+	//     with the ID: whatever happened to it, the request counts once.
+	// Leave it zero and the Client names the request itself: the Decision's
+	// ID (or AttemptID of the error) is that name. KeyID derives an ID from
+	// a business key, such as an order number. An ID names one request: used
+	// again with another user or amount it is ErrIDReused. A first call
+	// under an ID costs what any decision costs; a call after a denial under
+	// the same ID costs one more transfer, stored with it.
 	ID ID
 	// Ref is stored with the transfer (user_data_64) for the audit trail,
 	// e.g. a payment or request number.
@@ -93,9 +106,9 @@ type Decision struct {
 	// ResetAfter is how long until every unit in flight has returned and the
 	// whole limit is available again.
 	ResetAfter time.Duration
-	// ID is the transfer that took the units (when allowed) or the attempt
-	// (when denied): send it again in Request.ID to retry the same attempt.
-	// It is zero for a denial made without asking the cluster.
+	// ID names the request (see Request.ID): the caller's, or the one the
+	// Client gave it, which is the transfer that took the units. It is
+	// zero for a denial made without asking the cluster.
 	ID ID
 	// Timestamp is the cluster time of the decision, in nanoseconds since
 	// the Unix epoch (0 when Unavailable; this Client's estimate of the
@@ -147,11 +160,8 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	if c.leases != nil && req.ID.IsZero() {
 		return c.acquireLeased(ctx, r, req)
 	}
-	ds, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
-	if len(ds) == 0 {
-		return Decision{}, err
-	}
-	return ds[0], err
+	ds, _, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
+	return first(ds), err
 }
 
 // validHold checks r and req, and puts req.User in its normal form.
@@ -206,34 +216,41 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 			return nil, err
 		}
 	}
-	return c.acquire(ctx, holds, true)
+	ds, _, err := c.acquire(ctx, holds, true)
+	return ds, err
 }
 
 // acquire decides valid holds as one chain. A chain that retries no
 // caller's attempt is denied without I/O when a user's view allows it;
 // merge says whether coalescing may merge a single hold with others (not
-// for a Reservation, whose transfer is ended on its own).
-func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decision, error) {
-	us := make([]*user, len(holds))
-	retry := false
-	for i, h := range holds {
-		us[i] = c.users.get(UserID(h.Resource.Ledger, h.Request.User), h.Resource)
-		retry = retry || !h.Request.ID.IsZero()
-	}
-	if !retry {
-		if ds, ok := c.denyLocally(holds, us); ok {
-			return ds, nil
+// for a Reservation, whose transfer is ended on its own). The first hold's
+// Request.ID names the whole request (see Request.ID).
+func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decision, *op, error) {
+	for _, h := range holds[1:] {
+		if !h.Request.ID.IsZero() {
+			return nil, nil, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
 		}
 	}
-	o := &op{exact: c.exact}
+	key := holds[0].Request.ID
+	us := make([]*user, len(holds))
+	for i, h := range holds {
+		us[i] = c.users.get(UserID(h.Resource.Ledger, h.Request.User), h.Resource)
+	}
+	if key.IsZero() {
+		if ds, ok := c.denyLocally(holds, us); ok {
+			return ds, nil, nil
+		}
+	}
+	o := &op{exact: c.exact, key: key}
 	for i, h := range holds {
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
-		if !h.Request.ID.IsZero() {
-			t.ID = h.Request.ID.tb()
+		if i == 0 && !key.IsZero() {
+			t.ID = key.tb()
 		}
 		t.UserData64 = h.Request.Ref
 		o.hold(t, us[i])
 	}
-	o.merge = merge && len(holds) == 1 && !retry && holds[0].Request.Ref == 0 && !c.exact
-	return c.decide(ctx, o, holds)
+	o.merge = merge && len(holds) == 1 && key.IsZero() && holds[0].Request.Ref == 0 && !c.exact
+	ds, err := c.decide(ctx, o, holds)
+	return ds, o, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -14,7 +15,8 @@ type outcome uint8
 
 const (
 	outAdmitted   outcome = iota // created, or exists: a retry of an applied attempt
-	outDenied                    // too few units (or funds); id_already_failed: a retry of a denied attempt
+	outDenied                    // too few units (or funds)
+	outSpent                     // id_already_failed: an earlier attempt under this ID failed
 	outLinked                    // another event of the chain failed
 	outNoUser                    // the debit account does not exist
 	outNoResource                // the credit account does not exist
@@ -26,8 +28,10 @@ func classify(s tb.CreateTransferStatus) outcome {
 	switch s {
 	case tb.TransferCreated, tb.TransferExists:
 		return outAdmitted
-	case tb.TransferExceedsCredits, tb.TransferIDAlreadyFailed:
+	case tb.TransferExceedsCredits:
 		return outDenied
+	case tb.TransferIDAlreadyFailed:
+		return outSpent
 	case tb.TransferLinkedEventFailed:
 		return outLinked
 	case tb.TransferDebitAccountNotFound:
@@ -45,33 +49,83 @@ func classify(s tb.CreateTransferStatus) outcome {
 	return outUnexpected
 }
 
+// decision returns the results of o's deciding chain: the linked chain
+// that holds the units the caller asked for (an op may also carry a chain
+// that ends an earlier hold, a lease's).
+func (o *op) decision() []tb.CreateTransferResult {
+	start := o.decisionStart()
+	if start < 0 || o.res == nil {
+		return nil
+	}
+	end := start
+	for end < len(o.chain)-1 && o.chain[end].TransferFlags().Linked {
+		end++
+	}
+	return o.res[start : end+1]
+}
+
+// decisionStart is the index in o's chain where its deciding chain starts,
+// or -1 if it has none.
+func (o *op) decisionStart() int {
+	start := o.first()
+	for start > 0 && o.chain[start-1].TransferFlags().Linked {
+		start--
+	}
+	return start
+}
+
+// first is the index in o's chain of its first deciding hold, or -1.
+func (o *op) first() int {
+	for _, e := range o.events {
+		if e.decide {
+			return e.i
+		}
+	}
+	return -1
+}
+
+// name is what names o's request: its caller's ID, else the ID of its
+// first hold.
+func (o *op) name() ID {
+	if !o.key.IsZero() {
+		return o.key
+	}
+	return fromTB(o.chain[o.first()].ID)
+}
+
 // chainOutcome reports whether a chain's results say it failed, and
 // whether they decide it: every event admitted, denied, or failed with it.
-func chainOutcome(res []tb.CreateTransferResult) (failed, decided bool) {
+// A chain that failed although one of its events was created existed
+// already (TigerBeetle answers exists, which fails the rest of the chain):
+// earlier says so, and it counts as admitted.
+func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool) {
 	decided = true
+	created := false
 	for _, s := range res {
 		switch classify(s.Status) {
 		case outAdmitted:
+			created = true
 		case outDenied, outLinked:
 			failed = true
 		default:
 			failed, decided = true, false
 		}
 	}
-	return failed, decided
+	if failed && decided && created {
+		return false, true, true
+	}
+	return failed, decided, false
 }
 
 // decide sends o, a chain of holds of holds' users, through the pipeline
 // and returns one Decision per hold. It is the one step every decision
-// path takes: a user of a lazy resource found missing is provisioned and
-// the chain sent again (once, with new IDs: TigerBeetle spent the failed
-// ones); a merged transfer the cluster refused is sent again alone; an
-// unanswered call goes to the Client's Policy.
+// path takes: a merged transfer the cluster refused is sent again alone; a
+// request whose ID was spent by an earlier attempt is sent again as a new
+// attempt under that ID (see again); a user of a lazy resource found missing
+// is provisioned and the chain sent again (once); an unanswered call goes
+// to the Client's Policy.
 func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, error) {
-	if err := c.provisionFirst(ctx, o, holds); err != nil {
-		return nil, err
-	}
-	for provisioned := false; ; {
+	for provisioned, attempts := false, 0; ; attempts++ {
 		if err := c.submit(ctx, o); err != nil {
 			return c.unavailableDecisions(o, err)
 		}
@@ -82,6 +136,9 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			continue
 		case o.ds != nil:
 			return o.ds, c.exactRetryAfter(ctx, o)
+		case spent(o.decision()) && attempts < 2:
+			o.again()
+			continue
 		}
 		lazy, err := c.failure(ctx, o, holds)
 		if err != nil {
@@ -94,12 +151,78 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			return nil, err
 		}
 		provisioned = true
-		o.reset()
-		for _, e := range o.events {
-			if e.decide {
-				o.chain[e.i].ID = NewID().tb() // a new attempt: TigerBeetle spent the failed IDs
+		o.again()
+	}
+}
+
+// spent reports whether a result says that an earlier attempt under the
+// same ID failed (TigerBeetle keeps failed IDs for ever).
+func spent(res []tb.CreateTransferResult) bool {
+	for _, s := range res {
+		if classify(s.Status) == outSpent {
+			return true
+		}
+	}
+	return false
+}
+
+// again makes o a new attempt after the cluster answered it: a transfer
+// whose ID TigerBeetle spent (it failed on its own, and a failed ID answers
+// id_already_failed for ever) gets a new one. A request with a caller's ID
+// whose first transfer (the one that bears the ID) was spent goes from then
+// on as the ID's marker followed by every transfer new, each carrying the
+// ID in user_data_128. The marker is a transfer of nothing whose ID is
+// derived from the request's, linked to the rest: created only with it.
+// A later admission under the ID finds the marker first and fails whole
+// (TigerBeetle answers exists), so that an ID is admitted at most once,
+// while a denial leaves the marker unspent for the next attempt.
+func (o *op) again() {
+	res := o.res
+	o.reset()
+	kept := func(i int) bool {
+		return res != nil && (res[i].Status == tb.TransferCreated || res[i].Status == tb.TransferLinkedEventFailed)
+	}
+	if !o.key.IsZero() && !o.marked && !kept(0) {
+		marker := keyMarker(o.key, o.chain[0])
+		for i := range o.chain {
+			o.chain[i].ID = NewID().tb()
+			if o.chain[i].UserData128 == (tb.Uint128{}) {
+				o.chain[i].UserData128 = o.key.tb()
 			}
 		}
+		o.chain = slices.Insert(o.chain, 0, marker)
+		for i := range o.events {
+			o.events[i].i++
+		}
+		o.marked = true
+		return
+	}
+	for i := range o.chain {
+		if o.marked && i == 0 {
+			continue // the marker is never spent: it only fails with the rest
+		}
+		if !kept(i) {
+			o.chain[i].ID = NewID().tb()
+		}
+	}
+}
+
+// keyMarker is the marker of a request with ID key whose first transfer is
+// first: nothing moves between first's accounts, on its ledger; the amount
+// is kept in user_data_64, so that the ID used again for a different
+// request is refused.
+func keyMarker(key ID, first tb.Transfer) tb.Transfer {
+	amount, _ := u64(first.Amount)
+	flags := tb.TransferFlags{Linked: true}
+	return tb.Transfer{
+		Flags:           flags.ToUint16(),
+		ID:              derive(roleKeyMarker, 0, string(key[:])).tb(),
+		DebitAccountID:  first.DebitAccountID,
+		CreditAccountID: first.CreditAccountID,
+		UserData128:     key.tb(),
+		UserData64:      amount,
+		Ledger:          first.Ledger,
+		Code:            codeKeyMarker,
 	}
 }
 
@@ -108,10 +231,25 @@ func (o *op) reset() {
 	o.res, o.ds, o.shared, o.retry, o.local, o.err = nil, nil, tb.Uint128{}, false, false, nil
 }
 
-// failure explains why o's chain failed for a reason other than a limit.
-// It returns the holds whose users are missing on a lazy resource (to be
-// provisioned), or the error to return.
+// failure explains why o's deciding chain failed for a reason other than
+// a limit. It returns the holds whose users are missing on a lazy resource
+// (to be provisioned), or the error to return.
 func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, err error) {
+	res, start := o.decision(), o.decisionStart()
+	for i, s := range res {
+		out := classify(s.Status)
+		if o.explain != nil {
+			if err := o.explain(&o.chain[start+i], out); err != nil {
+				return nil, err
+			}
+		}
+		switch out {
+		case outReusedID:
+			return nil, fmt.Errorf("%w: %s (%s)", ErrIDReused, o.name(), s.Status)
+		case outUnexpected:
+			return nil, transferStatusError(i, s.Status)
+		}
+	}
 	k := -1
 	for _, e := range o.events {
 		if !e.decide {
@@ -119,12 +257,14 @@ func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, 
 		}
 		k++
 		h := holds[k]
-		switch s := o.res[e.i].Status; classify(s) {
+		switch classify(o.res[e.i].Status) {
 		case outNoUser:
 			if !h.Resource.Lazy {
 				return nil, c.missing(ctx, h.Resource, h.Request.User)
 			}
 			lazy = append(lazy, k)
+		case outNoResource:
+			return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, h.Resource.Ledger)
 		case outLinked:
 			// A later hold of the chain was not reached: its user may be
 			// missing too. Provisioning it again is harmless.
@@ -134,51 +274,21 @@ func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, 
 			if h.Resource.Lazy && !known {
 				lazy = append(lazy, k)
 			}
-		case outNoResource:
-			return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, h.Resource.Ledger)
-		case outReusedID:
-			return nil, fmt.Errorf("%w: %s was already used for a different request (%s)", ErrInvalidID, fromTB(o.chain[e.i].ID), s)
-		case outUnexpected:
-			return nil, transferStatusError(e.i, s)
 		}
 	}
-	if len(lazy) == 0 || classify(o.res[o.events[lazy[0]].i].Status) != outNoUser && !anyNoUser(o) {
-		return nil, fmt.Errorf("ledger: chain failed without a cause: %v", o.res)
+	if len(lazy) == 0 || !anyNoUser(res) {
+		return nil, fmt.Errorf("ledger: chain failed without a cause: %v", res)
 	}
 	return lazy, nil
 }
 
-func anyNoUser(o *op) bool {
-	for _, s := range o.res {
+func anyNoUser(res []tb.CreateTransferResult) bool {
+	for _, s := range res {
 		if classify(s.Status) == outNoUser {
 			return true
 		}
 	}
 	return false
-}
-
-// provisionFirst provisions, before the chain is sent, the users of lazy
-// holds that carry a caller's ID and are not known to exist: a first
-// attempt under the caller's ID must not be spent on a missing account.
-func (c *Client) provisionFirst(ctx context.Context, o *op, holds []Hold) error {
-	var idx []int
-	k := -1
-	for _, e := range o.events {
-		if !e.decide {
-			continue
-		}
-		k++
-		if !holds[k].Resource.Lazy || holds[k].Request.ID.IsZero() {
-			continue
-		}
-		e.u.mu.Lock()
-		known := e.u.v.limitKnown
-		e.u.mu.Unlock()
-		if !known {
-			idx = append(idx, k)
-		}
-	}
-	return c.provisionLazy(ctx, holds, idx)
 }
 
 // provisionLazy provisions the users of the lazy holds listed in idx with
@@ -211,10 +321,13 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	var ds []Decision
 	for _, e := range o.events {
 		if e.decide {
-			ds = append(ds, Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: fromTB(o.chain[e.i].ID)})
+			ds = append(ds, Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: o.name()})
 		}
 	}
-	if c.unavailable == ReturnError {
+	if c.unavailable == ReturnError || o.payment {
+		for i := range ds {
+			ds[i].Allowed = false // a payment is never made open
+		}
 		return ds, &attemptError{id: ds[0].ID, err: err}
 	}
 	return ds, nil

@@ -24,8 +24,13 @@ var (
 	ErrInvalidAmount = errors.New("ledger: invalid amount")
 	// ErrInvalidKey means a user key breaks the key rule (see NormalizeKey).
 	ErrInvalidKey = errors.New("ledger: invalid user key")
-	// ErrInvalidID means an ID could not be parsed.
+	// ErrInvalidID means an ID could not be parsed, or is not allowed where
+	// it was given.
 	ErrInvalidID = errors.New("ledger: invalid ID")
+	// ErrIDReused means an ID that names a request (Request.ID,
+	// Payment.ID) was given for a different request: another user,
+	// amount, resource or kind of call. It wraps ErrInvalidID.
+	ErrIDReused = fmt.Errorf("%w: already used for a different request", ErrInvalidID)
 	// ErrUnknownResource means no resource exists on the ledger.
 	ErrUnknownResource = errors.New("ledger: unknown resource")
 	// ErrUnknownUser means the user has no account on the resource's

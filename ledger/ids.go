@@ -47,6 +47,11 @@ func ParseID(s string) (ID, error) {
 	return id, nil
 }
 
+// KeyID derives the ID of a request from a business key (an order or
+// payment number, an idempotency key a client sent): the same key always
+// gives the same ID, in every process. See Request.ID.
+func KeyID(key string) ID { return derive(roleBusinessKey, 0, key) }
+
 // NewID returns a new unique, time-ordered ID, the kind TigerBeetle
 // recommends for transfers: the time in milliseconds in the top 48 bits, as
 // tb.ID does, then 80 bits that are random per process and counted up per
@@ -91,17 +96,17 @@ const (
 // Transfer codes: what every transfer written by this package is for, so
 // that an account's transfers read as an audit trail.
 const (
-	codeProvision   = 1  // operator -> user: the first limit
-	codeRaise       = 2  // operator -> user: a limit raised
-	codeLower       = 3  // user -> operator, posted balancing debit: a limit lowered
-	codeLowerPost   = 4  // post of an in-flight unit: a limit lowered while busy
-	codeRefund      = 5  // operator -> user: what posting an in-flight unit took too much
-	codeRefundLock  = 6  // user -> operator, pending: holds that refund until its unit would have returned
-	codeAcquire     = 10 // user -> operator, pending: units admitted
-	codeReserve     = 20 // user -> operator, pending, linked: money limit reservation
-	codePayment     = 21 // user -> destination on the currency ledger
-	codeFund        = 22 // currency operator -> user
-	codeConcurrency = 30 // user -> operator, pending: an in-flight lease, voided on release
+	codeProvision  = 1  // operator -> user: the first limit
+	codeRaise      = 2  // operator -> user: a limit raised
+	codeLower      = 3  // user -> operator, posted balancing debit: a limit lowered
+	codeLowerPost  = 4  // post of an in-flight unit: a limit lowered while busy
+	codeRefund     = 5  // operator -> user: what posting an in-flight unit took too much
+	codeRefundLock = 6  // user -> operator, pending: holds that refund until its unit would have returned
+	codeAcquire    = 10 // user -> operator, pending: units admitted
+	codeReserve    = 20 // user -> operator, pending, linked: money limit reservation
+	codePayment    = 21 // user -> destination on the currency ledger
+	codeFund       = 22 // currency operator -> user
+	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see again)
 )
 
 // Roles keep the derived IDs of different purposes apart.
@@ -118,6 +123,8 @@ const (
 	rolePayment
 	roleCommit
 	roleCancel
+	roleKeyMarker
+	roleBusinessKey
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16

@@ -3,8 +3,11 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"math"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/internal/u128"
 )
 
 // Payment moves Amount of a money resource's currency from one user to
@@ -16,7 +19,9 @@ type Payment struct {
 	To string
 	// Amount is in the currency's smallest unit.
 	Amount uint64
-	// ID identifies the attempt, as in Request.
+	// ID names the payment, as Request.ID names a request: a payment is
+	// made at most once under an ID, and one refused (over the limit, or
+	// short of funds) can be made again under the same ID.
 	ID ID
 	// Ref is stored with both transfers (user_data_64) for the audit trail.
 	Ref uint64
@@ -49,85 +54,86 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err := validAmount(p.Amount); err != nil {
 		return Decision{}, err
 	}
-	id := p.ID
-	if id.IsZero() {
-		id = NewID()
-	}
-	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount}}
+	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	u := c.users.get(UserID(r.Ledger, p.From), r)
 	if p.ID.IsZero() {
 		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {
 			return ds[0], nil
 		}
 	}
-	o := c.payment(r, p, id, u)
-	if err := c.submit(ctx, o); err != nil {
-		// A payment is never made open, whatever the Policy.
-		return Decision{Reason: Unavailable, ID: id}, &attemptError{id: id, err: err}
+	o := c.payment(r, p, u)
+	ds, err := c.decide(ctx, o, []Hold{limit})
+	if len(ds) == 0 {
+		return Decision{}, err
 	}
-	if o.ds == nil {
-		return Decision{}, c.payFailure(o, r, p, id)
-	}
-	d := o.ds[0]
-	if classify(o.res[1].Status) == outDenied {
+	d := ds[0]
+	if err == nil && !d.Allowed && o.paymentDenied() {
 		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
-		return d, nil
 	}
-	if err := c.exactRetryAfter(ctx, o); err != nil {
-		return d, err
-	}
-	return o.ds[0], nil
+	return d, err
 }
 
 // payment is the op of a payment: a pending reservation of its amount on
 // r's limit ledger for u (p.From), linked to the transfer itself on r's
-// currency ledger, whose ID is derived from the reservation's (id).
-func (c *Client) payment(r Resource, p Payment, id ID, u *user) *op {
+// currency ledger, which carries the reservation's ID in user_data_128. A
+// payment is never made open, whatever the Client's Policy.
+func (c *Client) payment(r Resource, p Payment, u *user) *op {
 	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
-	reserve.ID, reserve.UserData64, reserve.Code = id.tb(), p.Ref, codeReserve
-	o := &op{exact: c.exact}
+	reserve.UserData64, reserve.Code = p.Ref, codeReserve
+	if !p.ID.IsZero() {
+		reserve.ID = p.ID.tb()
+	}
+	o := &op{exact: c.exact, key: p.ID, payment: true}
 	o.hold(reserve, u)
 	o.add(tb.Transfer{
-		ID:              derive(rolePayment, 0, string(id[:])).tb(),
+		ID:              NewID().tb(),
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
 		Amount:          tb.ToUint128(p.Amount),
-		UserData128:     id.tb(),
+		UserData128:     reserve.ID,
 		UserData64:      p.Ref,
 		Ledger:          r.Currency,
 		Code:            codePayment,
 	}, nil)
+	o.explain = func(t *tb.Transfer, out outcome) error {
+		payment := t.Code == codePayment
+		switch {
+		case !payment && out == outNoUser:
+			return fmt.Errorf("%w: %q has no limit on %s", ErrUnknownUser, p.From, r.Name)
+		case !payment && out == outNoResource:
+			return fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, r.Ledger)
+		case out == outNoUser:
+			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.From, r.Currency)
+		case out == outNoResource:
+			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.To, r.Currency)
+		}
+		return nil
+	}
 	return o
 }
 
-// payFailure explains why a payment's pair failed for a reason other than
-// the limit or the funds.
-func (c *Client) payFailure(o *op, r Resource, p Payment, id ID) error {
-	for i, s := range o.res {
-		switch classify(s.Status) {
-		case outNoUser:
-			if i == 0 {
-				return fmt.Errorf("%w: %q has no limit on %s", ErrUnknownUser, p.From, r.Name)
-			}
-			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.From, r.Currency)
-		case outNoResource:
-			if i == 0 {
-				return fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, r.Ledger)
-			}
-			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.To, r.Currency)
-		case outReusedID:
-			return fmt.Errorf("%w: %s was already used for a different payment (%s)", ErrInvalidID, id, s.Status)
-		case outUnexpected:
-			return transferStatusError(i, s.Status)
+// paymentDenied reports whether o's payment itself failed for want of
+// funds.
+func (o *op) paymentDenied() bool {
+	for i, t := range o.chain {
+		if t.Code == codePayment {
+			return classify(o.res[i].Status) == outDenied
 		}
 	}
-	return fmt.Errorf("ledger: payment %s failed without a cause: %v", id, o.res)
+	return false
 }
+
+// MaxSupply is the most of a currency that Fund lets exist in all (the
+// currency operator's posted debits): so that no balance can outgrow the
+// 64 bits an amount has here, however payments gather it.
+const MaxSupply = math.MaxInt64
 
 // Fund credits req.Amount to req.User's account on a currency ledger, from
 // the ledger's operator account (created by CreateResource for a money
-// resource). Give req.ID to make a retry safe: a fund with an ID that was
-// already applied is not applied again.
+// resource). req.ID names the fund as Request.ID names a request: a fund is
+// made at most once under an ID. A fund that would take the currency's
+// supply beyond MaxSupply is refused with ErrInvalidAmount, and nothing is
+// written.
 func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if currency == 0 {
 		return fmt.Errorf("%w: currency ledger 0", ErrInvalidResource)
@@ -139,11 +145,15 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if err := validAmount(req.Amount); err != nil {
 		return err
 	}
+	if err := c.checkSupply(ctx, currency, req.Amount); err != nil {
+		return err
+	}
+	o := &op{key: req.ID}
 	id := req.ID
 	if id.IsZero() {
 		id = NewID()
 	}
-	res, err := c.conn.CreateTransfers(ctx, []tb.Transfer{{
+	o.add(tb.Transfer{
 		ID:              id.tb(),
 		DebitAccountID:  CurrencyOperatorID(currency).tb(),
 		CreditAccountID: CurrencyUserID(currency, req.User).tb(),
@@ -151,22 +161,63 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 		UserData64:      req.Ref,
 		Ledger:          currency,
 		Code:            codeFund,
-	}})
-	if err != nil {
-		return &attemptError{id: id, err: err}
+	}, nil)
+	for attempt := 0; ; attempt++ {
+		if err := c.submit(ctx, o); err != nil {
+			return &attemptError{id: id, err: err}
+		}
+		if spent(o.res) && attempt == 0 {
+			o.again() // an earlier attempt under the ID failed: a new one
+			continue
+		}
+		return fundOutcome(o, currency, req.User, id)
 	}
-	switch s := res[0].Status; classify(s) {
-	case outAdmitted:
-		return nil
-	case outNoUser:
-		return fmt.Errorf("%w: currency ledger %d has no operator account (create a money resource on it first)", ErrUnknownResource, currency)
-	case outNoResource:
-		return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, req.User, currency)
-	case outReusedID:
-		return fmt.Errorf("%w: %s was already used for a different fund (%s)", ErrInvalidID, id, s)
-	default:
-		return transferStatusError(0, s)
+}
+
+// fundOutcome reads the answer to a fund.
+func fundOutcome(o *op, currency uint32, user string, id ID) error {
+	if _, decided, _ := chainOutcome(o.res); decided && !anyStatus(o.res, outDenied) {
+		return nil // created, or made earlier under the ID
 	}
+	for i, s := range o.res {
+		switch classify(s.Status) {
+		case outNoUser:
+			return fmt.Errorf("%w: currency ledger %d has no operator account (create a money resource on it first)", ErrUnknownResource, currency)
+		case outNoResource:
+			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, user, currency)
+		case outReusedID:
+			return fmt.Errorf("%w: %s, for a fund (%s)", ErrIDReused, id, s.Status)
+		case outAdmitted, outLinked:
+		default:
+			return transferStatusError(i, s.Status)
+		}
+	}
+	return fmt.Errorf("ledger: fund %s failed without a cause: %v", id, o.res)
+}
+
+func anyStatus(res []tb.CreateTransferResult, out outcome) bool {
+	for _, s := range res {
+		if classify(s.Status) == out {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSupply refuses a fund of amount that would take the currency's
+// supply beyond MaxSupply. (Two funds at once may both pass: together they
+// still stay within 64 bits.)
+func (c *Client) checkSupply(ctx context.Context, currency uint32, amount uint64) error {
+	a, ok, err := c.lookupAccount(ctx, CurrencyOperatorID(currency))
+	if err != nil || !ok {
+		return err // a missing operator is reported by the fund itself
+	}
+	supply, fits := u64(a.DebitsPosted)
+	if !fits || supply > MaxSupply-amount {
+		return fmt.Errorf("%w: %d more would make more than %d of currency ledger %d exist (%s do)",
+			ErrInvalidAmount, amount, uint64(MaxSupply), currency, a.DebitsPosted)
+	}
+	return nil
 }
 
 // Funds returns how much user key holds on a currency ledger.
@@ -182,11 +233,12 @@ func (c *Client) Funds(ctx context.Context, currency uint32, key string) (uint64
 	if !ok {
 		return 0, fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, key, currency)
 	}
-	credits, ok1 := u64(a.CreditsPosted)
-	debits, ok2 := u64(a.DebitsPosted)
-	pending, ok3 := u64(a.DebitsPending)
-	if !ok1 || !ok2 || !ok3 || debits+pending > credits {
-		return 0, fmt.Errorf("ledger: currency account of %q: balance out of range", key)
+	held, borrow := u128.Sub(a.CreditsPosted, a.DebitsPosted)
+	held, borrow2 := u128.Sub(held, a.DebitsPending)
+	funds, fits := u64(held)
+	if borrow || borrow2 || !fits {
+		return 0, fmt.Errorf("ledger: %q on currency ledger %d holds more than 64 bits count (credits %s, debits %s posted, %s pending)",
+			key, currency, a.CreditsPosted, a.DebitsPosted, a.DebitsPending)
 	}
-	return credits - debits - pending, nil
+	return funds, nil
 }

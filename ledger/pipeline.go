@@ -29,8 +29,14 @@ type op struct {
 	events1 [1]opEvent
 	ds1     [1]Decision
 
-	chain    []tb.Transfer
-	events   []opEvent // the chain's holds and ends of holds, in chain order
+	chain   []tb.Transfer
+	events  []opEvent // the chain's holds and ends of holds, in chain order
+	key     ID        // the caller's ID for the request (see Request.ID), or zero
+	marked  bool      // the chain ends with key's marker (a later attempt under key)
+	payment bool      // a payment: never allowed open; its second event pays
+	// explain, if set, says why transfer t of the deciding chain failed
+	// with out (unknown user or resource), in the caller's terms.
+	explain  func(t *tb.Transfer, out outcome) error
 	merge    bool      // one hold without a caller's ID: coalescing may merge it
 	exact    bool      // read the accounts of its holds before answering
 	deadline time.Time // the caller's, if any
@@ -183,7 +189,7 @@ func (c *Client) clusterNow() uint64 {
 // settle reads the answer to o's chain: every hold and end of a hold
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
-	failed, decided := chainOutcome(o.res)
+	failed, decided, earlier := chainOutcome(o.decision())
 	if decided {
 		o.ds = o.ds1[:0]
 		if len(o.events) > 1 {
@@ -195,11 +201,29 @@ func (c *Client) settle(o *op, now int64) {
 		e.u.mu.Lock()
 		c.learn(e.u, t, s, now)
 		if e.decide && decided {
-			o.ds = append(o.ds, describe(&e.u.v, t, s, failed))
+			d := describe(&e.u.v, t, s, failed)
+			if !o.key.IsZero() {
+				d.ID = o.key // a request with an ID is known by it
+			}
+			if earlier {
+				d.Timestamp = o.earlierTS()
+			}
+			o.ds = append(o.ds, d)
 		}
 		c.noteUse(e.u)
 		e.u.mu.Unlock()
 	}
+}
+
+// earlierTS is the timestamp of the transfer of o's chain that existed
+// already (TigerBeetle echoes the original's).
+func (o *op) earlierTS() uint64 {
+	for _, s := range o.decision() {
+		if s.Status == tb.TransferCreated {
+			return s.Timestamp
+		}
+	}
+	return 0
 }
 
 // learn teaches u's view what transfer t's result s says. u.mu is held.

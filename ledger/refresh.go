@@ -154,15 +154,17 @@ func (c *Client) readExact(batch []*op) {
 
 // redescribe describes o's decisions again from its users' views.
 func (c *Client) redescribe(o *op) {
-	failed, _ := chainOutcome(o.res)
+	failed, _, _ := chainOutcome(o.decision())
 	k := 0
 	for _, e := range o.events {
 		if !e.decide {
 			continue
 		}
 		e.u.mu.Lock()
-		o.ds[k] = describe(&e.u.v, &o.chain[e.i], o.res[e.i], failed)
+		d := describe(&e.u.v, &o.chain[e.i], o.res[e.i], failed)
 		e.u.mu.Unlock()
+		d.ID, d.Timestamp = o.ds[k].ID, o.ds[k].Timestamp
+		o.ds[k] = d
 		k++
 	}
 }

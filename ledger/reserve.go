@@ -37,7 +37,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if err := validHold(r, &req); err != nil {
 		return nil, err
 	}
-	ds, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)
+	ds, o, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)
 	if len(ds) == 0 {
 		return nil, err
 	}
@@ -45,11 +45,36 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	rv.t = tb.Transfer{
 		DebitAccountID:  UserID(r.Ledger, req.User).tb(),
 		CreditAccountID: OperatorID(r.Ledger).tb(),
-		PendingID:       ds[0].ID.tb(),
 		Ledger:          r.Ledger,
 		Code:            codeAcquire,
 	}
-	return rv, err
+	if err != nil || !rv.OK() {
+		return rv, err
+	}
+	rv.t.PendingID = o.chain[o.first()].ID
+	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
+		// Admitted by an earlier attempt under the request's ID, whose
+		// hold carries the ID: find it.
+		if rv.t.PendingID, err = c.heldFor(ctx, r, req.ID); err != nil {
+			return nil, err
+		}
+	}
+	return rv, nil
+}
+
+// heldFor finds the hold on r that an attempt under request ID key took.
+func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Uint128, error) {
+	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codeAcquire}
+	ts, err := c.conn.QueryTransfers(ctx, &f, 16)
+	if err != nil {
+		return tb.Uint128{}, err
+	}
+	for _, t := range ts {
+		if t.TransferFlags().Pending {
+			return t.ID, nil
+		}
+	}
+	return tb.Uint128{}, fmt.Errorf("ledger: the hold admitted under %s was not found", key)
 }
 
 // OK reports whether the units were reserved.
@@ -96,7 +121,7 @@ func (r *Reservation) Commit(ctx context.Context) error {
 // that a retry is applied once.
 func (r *Reservation) end(ctx context.Context, role byte, flags tb.TransferFlags) (tb.CreateTransferStatus, error) {
 	t := r.t
-	t.ID = endID(role, r.d.ID).tb()
+	t.ID = endID(role, fromTB(r.t.PendingID)).tb()
 	t.Flags = flags.ToUint16()
 	if flags.PostPendingTransfer {
 		t.Amount = tb.AmountMax // the whole pending amount

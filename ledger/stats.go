@@ -19,6 +19,7 @@ type Stats struct {
 	LookupTransfers     OpStats
 	GetAccountTransfers OpStats
 	QueryAccounts       OpStats
+	QueryTransfers      OpStats
 	// LocalDenials counts decisions denied on the view of a user known to
 	// be drained, without any I/O.
 	LocalDenials uint64
@@ -37,6 +38,7 @@ func (c *Client) Stats() Stats {
 		LookupTransfers:     OpStats(s.LookupTransfers),
 		GetAccountTransfers: OpStats(s.GetAccountTransfers),
 		QueryAccounts:       OpStats(s.QueryAccounts),
+		QueryTransfers:      OpStats(s.QueryTransfers),
 		LocalDenials:        c.localDenials.Load(),
 		LeaseAdmissions:     c.leaseAdmissions.Load(),
 	}

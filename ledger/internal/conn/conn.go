@@ -245,6 +245,11 @@ func (c *Conn) AccountTransfers(ctx context.Context, f *tb.AccountFilter, want u
 	return page(ctx, c, f, &f.Limit, want, c.tb.GetAccountTransfers)
 }
 
+// QueryTransfers returns the next page of f, as AccountTransfers does.
+func (c *Conn) QueryTransfers(ctx context.Context, f *tb.QueryFilter, want uint32) ([]tb.Transfer, error) {
+	return page(ctx, c, f, &f.Limit, want, c.tb.QueryTransfers)
+}
+
 // QueryAccounts returns the next page of f, as AccountTransfers does.
 func (c *Conn) QueryAccounts(ctx context.Context, f *tb.QueryFilter, want uint32) ([]tb.Account, error) {
 	return page(ctx, c, f, &f.Limit, want, c.tb.QueryAccounts)

@@ -21,6 +21,7 @@ type Stats struct {
 	LookupTransfers     OpStats
 	GetAccountTransfers OpStats
 	QueryAccounts       OpStats
+	QueryTransfers      OpStats
 }
 
 // Stats returns what c has sent so far.
@@ -34,6 +35,7 @@ func (c *Conn) Stats() Stats {
 		LookupTransfers:     load(&s.lookupTransfers),
 		GetAccountTransfers: load(&s.getAccountTransfers),
 		QueryAccounts:       load(&s.queryAccounts),
+		QueryTransfers:      load(&s.queryTransfers),
 	}
 }
 
@@ -49,7 +51,7 @@ type counting struct {
 	tb.Client
 	stats struct {
 		createAccounts, createTransfers, lookupAccounts, lookupTransfers,
-		getAccountTransfers, queryAccounts opCounter
+		getAccountTransfers, queryAccounts, queryTransfers opCounter
 	}
 }
 
@@ -76,6 +78,11 @@ func (c *counting) LookupTransfers(ids []tb.Uint128) ([]tb.Transfer, error) {
 func (c *counting) GetAccountTransfers(f tb.AccountFilter) ([]tb.Transfer, error) {
 	c.stats.getAccountTransfers.add(1)
 	return c.Client.GetAccountTransfers(f)
+}
+
+func (c *counting) QueryTransfers(f tb.QueryFilter) ([]tb.Transfer, error) {
+	c.stats.queryTransfers.add(1)
+	return c.Client.QueryTransfers(f)
 }
 
 func (c *counting) QueryAccounts(f tb.QueryFilter) ([]tb.Account, error) {
