@@ -15,13 +15,16 @@ import (
 )
 
 type applyOptions struct {
-	g      *globalOptions
-	file   string
-	dryRun bool
+	Connect connectFunc
+	Printer func() *printer
+	Open    openFunc
+
+	File   string // - for standard input
+	DryRun bool
 }
 
-func newApply(g *globalOptions) *cobra.Command {
-	o := &applyOptions{g: g}
+func newCmdApply(f *factory, runF func(context.Context, *applyOptions) error) *cobra.Command {
+	opts := &applyOptions{Connect: f.connect, Printer: f.printer, Open: f.open}
 	cmd := &cobra.Command{
 		Use:   "apply -f limits.yaml [--dry-run]",
 		Short: "Create or change resources and user limits to match a YAML file",
@@ -55,16 +58,19 @@ Resources cannot be changed once created: a file that defines an existing
 resource differently is an error, naming the line. Users and resources that
 are not in the file are left alone. The whole file is checked before anything
 is written.`,
-		Args: args(cobra.NoArgs),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.file == "" {
+			if opts.File == "" {
 				return usagef("-f/--file is required: the YAML file to apply (- for standard input)")
 			}
-			return o.run(cmd.Context())
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return applyRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the YAML file to apply (- for standard input)")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the changes that would be made, and make none")
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "the YAML file to apply (- for standard input)")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the changes that would be made, and make none")
 	return cmd
 }
 
@@ -81,8 +87,8 @@ type fileUser struct {
 	line  int
 }
 
-func (o *applyOptions) run(ctx context.Context) error {
-	name, in, closeIn, err := o.g.input(o.file)
+func applyRun(ctx context.Context, opts *applyOptions) error {
+	name, in, closeIn, err := opts.Open(opts.File)
 	if err != nil {
 		return err
 	}
@@ -91,14 +97,14 @@ func (o *applyOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out := applyJSON{DryRun: o.dryRun, Changes: []changeJSON{}}
-	err = o.g.run(ctx, func(c *ledger.Client) error {
+	out := applyJSON{DryRun: opts.DryRun, Changes: []changeJSON{}}
+	err = withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
 		plan, unchanged, err := planApply(ctx, c, name, want)
 		if err != nil {
 			return err
 		}
 		out.Unchanged = unchanged
-		if o.dryRun {
+		if opts.DryRun {
 			out.Changes = plan.changes
 			return nil
 		}
@@ -108,15 +114,14 @@ func (o *applyOptions) run(ctx context.Context) error {
 			}
 		}
 		for _, fr := range want {
-			users := plan.users[fr.Ledger]
-			per := ledger.BatchMax
-			if fr.Kind == ledger.Money {
-				per = ledger.BatchMax / 2
-			}
-			for i := 0; i < len(users); i += per {
-				if err := c.Provision(ctx, fr.Resource, users[i:min(i+per, len(users))]...); err != nil {
+			err := provision(ctx, c, fr.Resource, plan.users[fr.Ledger], func(_, _ int, err error) error {
+				if err != nil {
 					return fmt.Errorf("provisioning users of %s (apply the file again to complete it): %w", fr.Name, err)
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		out.Changes = plan.changes
@@ -125,31 +130,34 @@ func (o *applyOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := o.g.out()
-	return p.emit(out, func() {
-		for _, ch := range out.Changes {
-			switch ch.Action {
-			case "create_resource":
-				p.printf("%s create resource %s (%s, ledger %d", p.paint(green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
-				if ch.Definition.CurrencyLedger != 0 {
-					p.printf(", currency ledger %d", ch.Definition.CurrencyLedger)
-				}
-				p.printf("): %d per %s\n", ch.Definition.DefaultLimit, formatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
-			case "add_user":
-				p.printf("%s add user %q to %s with limit %d\n", p.paint(green, "+"), ch.User, ch.Resource, *ch.Limit)
-			case "set_limit":
-				p.printf("%s set limit of %q on %s: %d -> %d\n", p.paint(amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
+	p := opts.Printer()
+	return p.emit(out, func() { printApply(p, name, out) })
+}
+
+// printApply prints the changes apply made, or would make.
+func printApply(p *printer, name string, out applyJSON) {
+	for _, ch := range out.Changes {
+		switch ch.Action {
+		case "create_resource":
+			p.printf("%s create resource %s (%s, ledger %d", p.paint(green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
+			if ch.Definition.CurrencyLedger != 0 {
+				p.printf(", currency ledger %d", ch.Definition.CurrencyLedger)
 			}
+			p.printf("): %d per %s\n", ch.Definition.DefaultLimit, formatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
+		case "add_user":
+			p.printf("%s add user %q to %s with limit %d\n", p.paint(green, "+"), ch.User, ch.Resource, *ch.Limit)
+		case "set_limit":
+			p.printf("%s set limit of %q on %s: %d -> %d\n", p.paint(amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
 		}
-		switch {
-		case o.dryRun:
-			p.printf("dry run: %s would be made, %s already match; nothing was written\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
-		case len(out.Changes) == 0:
-			p.printf("nothing to do: %s matches (%s)\n", name, plural(out.Unchanged, "user"))
-		default:
-			p.printf("applied %s; %s already matched\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
-		}
-	})
+	}
+	switch {
+	case out.DryRun:
+		p.printf("dry run: %s would be made, %s already match; nothing was written\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+	case len(out.Changes) == 0:
+		p.printf("nothing to do: %s matches (%s)\n", name, plural(out.Unchanged, "user"))
+	default:
+		p.printf("applied %s; %s already matched\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+	}
 }
 
 type applyPlan struct {
@@ -377,7 +385,7 @@ func parseFileResource(at atFunc, n *yaml.Node) (fileResource, error) {
 		}
 	}
 	if err := fr.Validate(); err != nil {
-		return fr, at(n, "%s", trimLedger(err))
+		return fr, at(n, "%v", err)
 	}
 	keys := map[string]int{}
 	for _, u := range fr.users {

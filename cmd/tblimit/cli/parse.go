@@ -103,3 +103,11 @@ func checkKey(key string) error {
 	}
 	return nil
 }
+
+// keyArg checks the user key argument name (USER, KEY...).
+func keyArg(name, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", usagef("%s: %w", name, err)
+	}
+	return key, nil
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,23 +19,59 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/testenv/launch"
 )
 
-// serverOptions are the flags of the tigerbeetle commands.
-type serverOptions struct {
-	g           *globalOptions
-	dir         string
-	port        int
-	replicas    int
-	binary      string
-	development bool
-	purge       bool
-	replica     int // down: -1 for all
-	kill        bool
-	readyFD     int
+// serverEnv is what the tigerbeetle commands share: where the server lives,
+// the global flags they use, and where they print.
+type serverEnv struct {
+	Printer func() *printer
+	ErrOut  io.Writer
+
+	Dir       string        // --dir; "": next to the default data file
+	ClusterID uint64        // --cluster-id
+	Timeout   time.Duration // --timeout: how long status waits for an answer
+}
+
+// set takes the global flags, once cobra has parsed them.
+func (e *serverEnv) set(g *globalOptions) { e.ClusterID, e.Timeout = g.clusterID, g.timeout }
+
+// launchSpec is what up and serve start: the flags --port, --replicas,
+// --binary and --development.
+type launchSpec struct {
+	Port        int
+	Replicas    int
+	Binary      string
+	Development bool
+}
+
+func (l *launchSpec) bind(fs *pflag.FlagSet, long bool) {
+	port, replicas, binary, development := "the loopback port to listen on (0: any free port)", "the number of replicas",
+		"the tigerbeetle binary", "run with --development"
+	if long {
+		port = "the loopback port to listen on; replica i listens on port+i (0: any free ports)"
+		replicas = "the number of replicas: 3 makes a cluster that survives one replica down"
+		binary = "the tigerbeetle binary (default: $TIGERBEETLE_BIN, else tigerbeetle on PATH)"
+		development = "run with --development: small caches, no Direct I/O needed, requests capped at 32 KiB (fine for trying tblimit, wrong for benchmarks)"
+	}
+	fs.IntVar(&l.Port, "port", 3000, port)
+	fs.IntVar(&l.Replicas, "replicas", 1, replicas)
+	fs.StringVar(&l.Binary, "binary", "", binary)
+	fs.BoolVar(&l.Development, "development", true, development)
+}
+
+// check validates --port and --replicas.
+func (l *launchSpec) check() error {
+	if l.Replicas < 1 || l.Replicas > launch.MaxReplicas {
+		return usagef("--replicas %d: want 1 to %d", l.Replicas, launch.MaxReplicas)
+	}
+	if l.Port < 0 || l.Port+l.Replicas-1 > 65535 {
+		return usagef("--port %d: want 0 to %d", l.Port, 65536-l.Replicas)
+	}
+	return nil
 }
 
 const (
@@ -87,8 +124,7 @@ func (st serverJSON) down() []int {
 	return down
 }
 
-func newTigerBeetle(g *globalOptions) *cobra.Command {
-	o := &serverOptions{g: g}
+func newCmdTigerBeetle(f *factory) *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "tigerbeetle",
 		Short: "Run a local TigerBeetle server or cluster in the background: up, down, status",
@@ -115,14 +151,21 @@ PATH; scripts/install-tigerbeetle.sh installs the release that matches
 tblimit's client. A data file takes about 1.1 GB of disk, a replica about
 1.5 GB of memory (less with --development, the default).`,
 	})
-	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "the server's directory: data files, log and state (default: the tigerbeetle directory next to the default --data)")
-	cmd.AddCommand(newServerUp(o), newServerDown(o), newServerStatus(o), newServerServe(o))
+	var dir string
+	cmd.PersistentFlags().StringVar(&dir, "dir", "", "the server's directory: data files, log and state (default: the tigerbeetle directory next to the default --data)")
+	env := func() serverEnv {
+		e := serverEnv{Printer: f.printer, ErrOut: f.errOut, Dir: dir}
+		e.set(&f.global)
+		return e
+	}
+	cmd.AddCommand(newCmdServerUp(env, nil), newCmdServerDown(env, nil), newCmdServerStatus(env, nil), newCmdServerServe(env, nil))
 	return cmd
 }
 
-func (o *serverOptions) directory() (string, error) {
-	if o.dir != "" {
-		return filepath.Abs(o.dir)
+// directory is the server's directory, absolute.
+func (e *serverEnv) directory() (string, error) {
+	if e.Dir != "" {
+		return filepath.Abs(e.Dir)
 	}
 	home, err := dataHome()
 	if err != nil {
@@ -131,104 +174,132 @@ func (o *serverOptions) directory() (string, error) {
 	return filepath.Join(home, "tigerbeetle"), nil
 }
 
-// checkPorts validates --port and --replicas.
-func (o *serverOptions) checkPorts() error {
-	if o.replicas < 1 || o.replicas > launch.MaxReplicas {
-		return usagef("--replicas %d: want 1 to %d", o.replicas, launch.MaxReplicas)
-	}
-	if o.port < 0 || o.port+o.replicas-1 > 65535 {
-		return usagef("--port %d: want 0 to %d", o.port, 65536-o.replicas)
-	}
-	return nil
+type upOptions struct {
+	serverEnv
+	launchSpec
+	ReplicasGiven bool // --replicas was on the command line: a running cluster of another size is an error
 }
 
-func newServerUp(o *serverOptions) *cobra.Command {
+func newCmdServerUp(env func() serverEnv, runF func(context.Context, *upOptions) error) *cobra.Command {
+	opts := &upOptions{}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Format (once) and start a local tigerbeetle server or cluster in the background; restart replicas that are down",
-		Args:  args(cobra.NoArgs),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkPorts(); err != nil {
+			if err := opts.check(); err != nil {
 				return err
 			}
-			return o.up(cmd.Context(), cmd.Flags().Changed("replicas"))
+			opts.serverEnv, opts.ReplicasGiven = env(), cmd.Flags().Changed("replicas")
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serverUpRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&o.port, "port", 3000, "the loopback port to listen on; replica i listens on port+i (0: any free ports)")
-	f.IntVar(&o.replicas, "replicas", 1, "the number of replicas: 3 makes a cluster that survives one replica down")
-	f.StringVar(&o.binary, "binary", "", "the tigerbeetle binary (default: $TIGERBEETLE_BIN, else tigerbeetle on PATH)")
-	f.BoolVar(&o.development, "development", true, "run with --development: small caches, no Direct I/O needed, requests capped at 32 KiB (fine for trying tblimit, wrong for benchmarks)")
+	opts.bind(cmd.Flags(), true)
 	return cmd
 }
 
-func newServerServe(o *serverOptions) *cobra.Command {
+type serveOptions struct {
+	serverEnv
+	launchSpec
+	ReadyFD int // where to report readiness, as one JSON line; 0: nowhere
+}
+
+func newCmdServerServe(env func() serverEnv, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:    "serve",
 		Short:  "Run the server or cluster in the foreground and supervise it (what up starts)",
 		Hidden: true,
-		Args:   args(cobra.NoArgs),
+		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkPorts(); err != nil {
+			if err := opts.check(); err != nil {
 				return err
 			}
-			return o.serve(cmd.Context())
+			opts.serverEnv = env()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serverServeRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&o.port, "port", 3000, "the loopback port to listen on (0: any free port)")
-	f.IntVar(&o.replicas, "replicas", 1, "the number of replicas")
-	f.StringVar(&o.binary, "binary", "", "the tigerbeetle binary")
-	f.BoolVar(&o.development, "development", true, "run with --development")
-	f.IntVar(&o.readyFD, "ready-fd", 0, "a file descriptor to report readiness on, as one JSON line")
+	opts.bind(cmd.Flags(), false)
+	cmd.Flags().IntVar(&opts.ReadyFD, "ready-fd", 0, "a file descriptor to report readiness on, as one JSON line")
 	return cmd
 }
 
-func newServerDown(o *serverOptions) *cobra.Command {
+type downOptions struct {
+	serverEnv
+	Purge   bool
+	Replica int // -1: all
+	Kill    bool
+}
+
+func newCmdServerDown(env func() serverEnv, runF func(context.Context, *downOptions) error) *cobra.Command {
+	opts := &downOptions{}
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the local tigerbeetle server or cluster, or one replica (data is kept unless --purge)",
-		Args:  args(cobra.NoArgs),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.purge && (o.kill || o.replica >= 0) {
+			if opts.Purge && (opts.Kill || opts.Replica >= 0) {
 				return usagef("--purge stops everything: it goes with neither --replica nor --kill")
 			}
-			if o.replica < -1 || o.replica >= launch.MaxReplicas {
-				return usagef("--replica %d: want 0 to %d", o.replica, launch.MaxReplicas-1)
+			if opts.Replica < -1 || opts.Replica >= launch.MaxReplicas {
+				return usagef("--replica %d: want 0 to %d", opts.Replica, launch.MaxReplicas-1)
 			}
-			return o.down(cmd.Context())
+			opts.serverEnv = env()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serverDownRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVar(&o.purge, "purge", false, "also delete the data files")
-	f.IntVar(&o.replica, "replica", -1, "stop only this replica (up restarts it); the others keep running")
-	f.BoolVar(&o.kill, "kill", false, "SIGKILL the replicas (all, or --replica) as a crash would, instead of stopping them; up restarts them on their data files")
+	fs := cmd.Flags()
+	fs.BoolVar(&opts.Purge, "purge", false, "also delete the data files")
+	fs.IntVar(&opts.Replica, "replica", -1, "stop only this replica (up restarts it); the others keep running")
+	fs.BoolVar(&opts.Kill, "kill", false, "SIGKILL the replicas (all, or --replica) as a crash would, instead of stopping them; up restarts them on their data files")
 	return cmd
 }
 
-func newServerStatus(o *serverOptions) *cobra.Command {
+type statusOptions struct {
+	serverEnv
+}
+
+func newCmdServerStatus(env func() serverEnv, runF func(context.Context, *statusOptions) error) *cobra.Command {
+	opts := &statusOptions{}
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Tell whether the local tigerbeetle server or cluster runs and answers, replica by replica (exit 1 if it does not answer)",
-		Args:  args(cobra.NoArgs),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := o.status(cmd.Context())
-			if err != nil {
-				return err
+			opts.serverEnv = env()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			p := o.g.out()
-			if err := p.emit(st, func() { o.printStatus(p, st) }); err != nil {
-				return err
-			}
-			if !st.Running || !st.Answering {
-				return &exitError{code: ExitError}
-			}
-			return nil
+			return serverStatusRun(cmd.Context(), opts)
 		},
 	}
 }
 
-func (o *serverOptions) printStatus(p *printer, st serverJSON) {
+func serverStatusRun(ctx context.Context, opts *statusOptions) error {
+	st, err := opts.status(ctx)
+	if err != nil {
+		return err
+	}
+	p := opts.Printer()
+	if err := p.emit(st, func() { opts.printStatus(p, st) }); err != nil {
+		return err
+	}
+	if !st.Running || !st.Answering {
+		return &silentError{code: ExitError}
+	}
+	return nil
+}
+
+func (e *serverEnv) printStatus(p *printer, st serverJSON) {
 	if !st.Running {
 		p.printf("tigerbeetle is not running (directory %s)\n", st.Dir)
 		return
@@ -240,8 +311,8 @@ func (o *serverOptions) printStatus(p *printer, st serverJSON) {
 	switch {
 	case !st.Answering:
 		p.printf("%s running but not answering at %s (pid %d, supervisor pid %d): %s\n",
-			what, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st))
-		p.printf("it may be busy, have all its client sessions in use, or too few replicas up; its log is %s; stop it with: %s\n", st.LogFile, o.downCommand(st))
+			what, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, e.why(st))
+		p.printf("it may be busy, have all its client sessions in use, or too few replicas up; its log is %s; stop it with: %s\n", st.LogFile, e.downCommand(st))
 	default:
 		p.printf("%s running at %s (cluster %d, pid %d), data in %s, log in %s\n",
 			what, strings.Join(st.Addresses, ","), st.ClusterID, st.ServerPID, st.DataFile, st.LogFile)
@@ -295,8 +366,8 @@ func saveState(dir string, st serverJSON) error {
 
 // liveness reads the state and checks which of its processes are alive, without asking the
 // cluster anything: Running while the supervisor or a replica is.
-func (o *serverOptions) liveness() (serverJSON, bool, error) {
-	dir, err := o.directory()
+func (e *serverEnv) liveness() (serverJSON, bool, error) {
+	dir, err := e.directory()
 	if err != nil {
 		return serverJSON{}, false, err
 	}
@@ -314,13 +385,13 @@ func (o *serverOptions) liveness() (serverJSON, bool, error) {
 
 // status is liveness and a ping: Answering if the cluster answers within --timeout. Only a
 // state without Running is stale.
-func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
-	st, ok, err := o.liveness()
+func (e *serverEnv) status(ctx context.Context) (serverJSON, error) {
+	st, ok, err := e.liveness()
 	st.Answering = false
 	if err != nil || !ok || !st.Running {
 		return st, err
 	}
-	c, err := ledger.Dial(st.ClusterID, st.Addresses, ledger.WithTimeout(o.g.timeout))
+	c, err := ledger.Dial(st.ClusterID, st.Addresses, ledger.WithTimeout(e.Timeout))
 	if err != nil {
 		st.pingErr = err
 		return st, nil
@@ -332,19 +403,19 @@ func (o *serverOptions) status(ctx context.Context) (serverJSON, error) {
 }
 
 // why says why a running server is not answering.
-func (o *serverOptions) why(st serverJSON) string {
+func (e *serverEnv) why(st serverJSON) string {
 	switch {
 	case st.pingErr == nil:
 		return "no answer"
 	case errors.Is(st.pingErr, context.DeadlineExceeded):
-		return fmt.Sprintf("no answer within %s (--timeout)", o.g.timeout)
+		return fmt.Sprintf("no answer within %s (--timeout)", e.Timeout)
 	}
 	return st.pingErr.Error()
 }
 
 // downCommand is the command that stops the server st describes.
-func (o *serverOptions) downCommand(st serverJSON) string {
-	if o.dir == "" {
+func (e *serverEnv) downCommand(st serverJSON) string {
+	if e.Dir == "" {
 		return "tblimit tigerbeetle down"
 	}
 	return "tblimit tigerbeetle down --dir " + strconv.Quote(st.Dir)
@@ -353,16 +424,16 @@ func (o *serverOptions) downCommand(st serverJSON) string {
 // up starts a server or cluster, or restarts the replicas of a running cluster that are
 // down. replicasGiven says whether --replicas was on the command line: a running cluster of
 // another size is then an error.
-func (o *serverOptions) up(ctx context.Context, replicasGiven bool) error {
+func serverUpRun(ctx context.Context, o *upOptions) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
 	}
-	p := o.g.out()
+	p := o.Printer()
 	if st, err := o.status(ctx); err == nil && st.Running {
-		if replicasGiven && len(st.Replicas) != o.replicas {
+		if o.ReplicasGiven && len(st.Replicas) != o.Replicas {
 			return fmt.Errorf("tigerbeetle is already running in %s with %d replica(s), not %d: stop it first with: %s",
-				st.Dir, len(st.Replicas), o.replicas, o.downCommand(st))
+				st.Dir, len(st.Replicas), o.Replicas, o.downCommand(st))
 		}
 		if len(st.down()) > 0 && ours(st.PID, st.Dir) {
 			return o.restart(ctx, st)
@@ -379,7 +450,7 @@ func (o *serverOptions) up(ctx context.Context, replicasGiven bool) error {
 			o.printStatus(p, st)
 		})
 	}
-	bin, err := launch.FindBinary(o.binary)
+	bin, err := launch.FindBinary(o.Binary)
 	if errors.Is(err, launch.ErrNoBinary) {
 		return errors.New("no tigerbeetle binary found (tried --binary, $TIGERBEETLE_BIN and tigerbeetle on PATH): " +
 			"install one with scripts/install-tigerbeetle.sh, then export TIGERBEETLE_BIN=<dir>/tigerbeetle as it says")
@@ -399,7 +470,7 @@ func (o *serverOptions) up(ctx context.Context, replicasGiven bool) error {
 
 // startSupervisor starts `tblimit tigerbeetle serve` in the background, in a session of its
 // own, and returns the state it reports once the server answers.
-func (o *serverOptions) startSupervisor(ctx context.Context, dir, bin string) (serverJSON, error) {
+func (o *upOptions) startSupervisor(ctx context.Context, dir, bin string) (serverJSON, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return serverJSON{}, err
 	}
@@ -419,9 +490,9 @@ func (o *serverOptions) startSupervisor(ctx context.Context, dir, bin string) (s
 		return serverJSON{}, err
 	}
 	defer r.Close()
-	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir, "--port", strconv.Itoa(o.port),
-		"--replicas", strconv.Itoa(o.replicas), "--binary", bin, "--cluster-id", strconv.FormatUint(o.g.clusterID, 10),
-		"--development="+strconv.FormatBool(o.development), "--ready-fd", "3")
+	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir, "--port", strconv.Itoa(o.Port),
+		"--replicas", strconv.Itoa(o.Replicas), "--binary", bin, "--cluster-id", strconv.FormatUint(o.ClusterID, 10),
+		"--development="+strconv.FormatBool(o.Development), "--ready-fd", "3")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this process and its terminal
@@ -473,14 +544,14 @@ func (o *serverOptions) startSupervisor(ctx context.Context, dir, bin string) (s
 
 // restart asks the supervisor of a running cluster to restart its replicas that are down
 // (SIGHUP), and waits until it has recorded how that went.
-func (o *serverOptions) restart(ctx context.Context, st serverJSON) error {
+func (e *serverEnv) restart(ctx context.Context, st serverJSON) error {
 	down := st.down()
 	if err := syscall.Kill(st.PID, syscall.SIGHUP); err != nil {
 		return fmt.Errorf("asking the supervisor (pid %d) to restart replica(s) %v: %w", st.PID, down, err)
 	}
 	deadline := time.Now().Add(upWait)
 	for {
-		now, ok, err := o.liveness()
+		now, ok, err := e.liveness()
 		if err != nil {
 			return err
 		}
@@ -491,10 +562,10 @@ func (o *serverOptions) restart(ctx context.Context, st serverJSON) error {
 			if len(now.down()) > 0 || !now.Answering {
 				return fmt.Errorf("replica(s) %v did not come back (the cluster answers: %v); see %s", now.down(), now.Answering, now.LogFile)
 			}
-			p := o.g.out()
+			p := e.Printer()
 			return p.emit(now, func() {
 				p.printf("restarted replica(s) %s\n", joinInts(down))
-				o.printStatus(p, now)
+				e.printStatus(p, now)
 			})
 		}
 		if time.Now().After(deadline) {
@@ -539,7 +610,7 @@ func tail(path string, n int64) string {
 	return string(b)
 }
 
-func (o *serverOptions) down(ctx context.Context) error {
+func serverDownRun(ctx context.Context, o *downOptions) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
@@ -548,10 +619,10 @@ func (o *serverOptions) down(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.replica >= 0 || o.kill {
+	if o.Replica >= 0 || o.Kill {
 		return o.downReplicas(ctx, st, ok)
 	}
-	p := o.g.out()
+	p := o.Printer()
 	stopped := false
 	if ok {
 		pids := []int{st.PID} // the supervisor stops its replicas; the loop catches orphans
@@ -569,7 +640,7 @@ func (o *serverOptions) down(ctx context.Context) error {
 		_ = os.Remove(filepath.Join(dir, stateFile))
 	}
 	purged := ""
-	if o.purge {
+	if o.Purge {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.tigerbeetle"))
 		for _, f := range files {
 			if err := os.Remove(f); err != nil {
@@ -599,19 +670,19 @@ func (o *serverOptions) down(ctx context.Context) error {
 
 // downReplicas stops or kills one replica (--replica) or kills all (--kill), leaving the
 // supervisor and the state so that up restarts them.
-func (o *serverOptions) downReplicas(ctx context.Context, st serverJSON, ok bool) error {
+func (o *downOptions) downReplicas(ctx context.Context, st serverJSON, ok bool) error {
 	if !ok || !st.Running {
 		return fmt.Errorf("tigerbeetle is not running in %s", st.Dir)
 	}
 	targets := slices.Clone(st.Replicas)
-	if o.replica >= 0 {
-		if o.replica >= len(st.Replicas) {
-			return usagef("--replica %d: the cluster has %d replica(s)", o.replica, len(st.Replicas))
+	if o.Replica >= 0 {
+		if o.Replica >= len(st.Replicas) {
+			return usagef("--replica %d: the cluster has %d replica(s)", o.Replica, len(st.Replicas))
 		}
-		targets = targets[o.replica : o.replica+1]
+		targets = targets[o.Replica : o.Replica+1]
 	}
 	sig, verb := syscall.SIGTERM, "stopped"
-	if o.kill {
+	if o.Kill {
 		sig, verb = syscall.SIGKILL, "killed"
 	}
 	var done []string
@@ -628,7 +699,7 @@ func (o *serverOptions) downReplicas(ctx context.Context, st serverJSON, ok bool
 	if err != nil {
 		return err
 	}
-	p := o.g.out()
+	p := o.Printer()
 	return p.emit(now, func() {
 		if len(done) == 0 {
 			p.printf("no replica to stop: already down\n")
