@@ -150,5 +150,65 @@ func (f *factory) exit(err error) ExitCode {
 	return ExitError
 }
 
-// message is the text tblimit prints for err.
-func message(err error) string { return err.Error() }
+// message is the text tblimit prints for err, after its own "tblimit: ".
+//
+// The packages tblimit uses prefix their errors with their names ("ledger:
+// unknown user"), as Go errors should; tblimit says who is speaking once, so
+// message drops those prefixes wherever an error was wrapped into another.
+// For the ledger's errors about an input that the command line names itself
+// ("USER: ", "--window ", "FILE:LINE: "), it also drops the ledger's words
+// for the kind of input ("invalid user key: "), which would only repeat
+// them. This is presentation only: no decision is taken on the text.
+func message(err error) string {
+	msg := err.Error()
+	for _, in := range inputErrors {
+		if errors.Is(err, in) {
+			msg = strings.ReplaceAll(msg, in.Error()+": ", "")
+		}
+	}
+	return dropPackagePrefixes(msg)
+}
+
+// inputErrors are the ledger's errors about an input.
+var inputErrors = []error{ledger.ErrInvalidKey, ledger.ErrInvalidResource, ledger.ErrInvalidWindow, ledger.ErrInvalidAmount}
+
+// packagePrefixes are the prefixes of the errors of the packages tblimit
+// prints errors from.
+var packagePrefixes = []string{"ledger: ", "embedded: ", "launch: "}
+
+// dropPackagePrefixes drops the package prefixes at the start of msg and
+// after every ": ", except inside double-quoted strings (a quoted user key
+// is printed as it is).
+func dropPackagePrefixes(msg string) string {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(msg); {
+		if !quoted && (i == 0 || strings.HasSuffix(msg[:i], ": ")) {
+			if n := packagePrefix(msg[i:]); n > 0 {
+				i += n
+				continue
+			}
+		}
+		switch c := msg[i]; {
+		case quoted && c == '\\' && i+1 < len(msg):
+			b.WriteString(msg[i : i+2])
+			i += 2
+			continue
+		case c == '"':
+			quoted = !quoted
+		}
+		b.WriteByte(msg[i])
+		i++
+	}
+	return b.String()
+}
+
+// packagePrefix returns the length of the package prefix s starts with, or 0.
+func packagePrefix(s string) int {
+	for _, p := range packagePrefixes {
+		if strings.HasPrefix(s, p) {
+			return len(p)
+		}
+	}
+	return 0
+}

@@ -171,7 +171,7 @@ func (o *serveOptions) supervise(ctx context.Context, dir string, s supervised, 
 			// still finds every replica recorded.
 			err := s.cluster.Restart(context.Background())
 			if err != nil {
-				fmt.Fprintf(o.ErrOut, "tblimit: restarting replicas: %v\n", err)
+				fmt.Fprintf(o.ErrOut, "tblimit: restarting replicas: %s\n", message(err))
 			}
 			for i, p := range before {
 				if now := s.replica(i); now != p {
@@ -183,7 +183,7 @@ func (o *serveOptions) supervise(ctx context.Context, dir string, s supervised, 
 			st = o.state(dir, s, err == nil)
 			st.Started = started
 			if err := saveState(dir, st); err != nil {
-				fmt.Fprintf(o.ErrOut, "tblimit: %v\n", err)
+				fmt.Fprintf(o.ErrOut, "tblimit: %s\n", message(err))
 			}
 		}
 	}
