@@ -250,7 +250,7 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 		return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
 	}
 	at := func(n *yaml.Node, format string, args ...any) error {
-		return fmt.Errorf("%s:%d: %s", name, n.Line, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s:%d: %w", name, n.Line, fmt.Errorf(format, args...))
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -385,7 +385,7 @@ func parseFileResource(at atFunc, n *yaml.Node) (fileResource, error) {
 		}
 	}
 	if err := fr.Validate(); err != nil {
-		return fr, at(n, "%v", err)
+		return fr, at(n, "%w", err)
 	}
 	keys := map[string]int{}
 	for _, u := range fr.users {
@@ -414,10 +414,11 @@ func parseFileUsers(at atFunc, n *yaml.Node) ([]fileUser, error) {
 			}
 			switch k.Value {
 			case "key":
-				u.key, hasKey = v.Value, true
-				if err := checkKey(u.key); err != nil {
-					return nil, at(v, "%v", err)
+				key, err := ledger.NormalizeKey(v.Value)
+				if err != nil {
+					return nil, at(v, "%w", err)
 				}
+				u.key, hasKey = key, true
 			case "limit":
 				n, err := parseLimit(v.Value)
 				if err != nil {

@@ -93,21 +93,23 @@ func formatWindow(d time.Duration) string {
 	return d.String()
 }
 
-// checkKey validates a user key.
-func checkKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("empty user key")
-	case len(key) > ledger.MaxKeyLen:
-		return fmt.Errorf("user key of %d bytes: at most %d", len(key), ledger.MaxKeyLen)
-	}
-	return nil
-}
-
-// keyArg checks the user key argument name (USER, KEY...).
+// keyArg applies the key rule (ledger.NormalizeKey) to the user key
+// argument name (USER, KEY...), and returns the key as the ledger uses it.
 func keyArg(name, key string) (string, error) {
-	if err := checkKey(key); err != nil {
+	k, err := ledger.NormalizeKey(key)
+	if err != nil {
 		return "", usagef("%s: %w", name, err)
 	}
-	return key, nil
+	return k, nil
+}
+
+// displayKey prints a key stored in the ledger for a table: as it is when it
+// follows the key rule, quoted otherwise (a key written before the rule may
+// hold a tab or a newline, which would break the columns), and quoted when
+// it starts with a quote, so that the two cannot be confused.
+func displayKey(key string) string {
+	if k, err := ledger.NormalizeKey(key); err != nil || k != key || strings.HasPrefix(key, `"`) {
+		return strconv.Quote(key)
+	}
+	return key
 }

@@ -115,7 +115,7 @@ func FuzzParseUsersCSV(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, u := range users {
-			if checkKey(u.key) != nil || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
+			if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
 				t.Fatalf("parseUsersCSV(%q) accepted %+v", s, u)
 			}
 			seen[u.key] = true

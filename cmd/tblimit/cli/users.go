@@ -17,8 +17,12 @@ func newCmdUsers(f *factory) *cobra.Command {
 		Use:     "users",
 		Aliases: []string{"user"},
 		Short:   "Add users, set and show their limits, import them in bulk",
-		Long: `Users are identified by a key: any string of 1 to 1024 bytes (an API key, an
-account number...). Each user of a resource has its own limit per window.`,
+		Long: `Users are identified by a key (an API key, an account number...): 1 to 1024
+bytes of UTF-8 without control characters (tabs and newlines included) and
+without white space at either end, which is refused, not trimmed. Keys are
+taken in Unicode normal form C, so that "é" typed as one character or as "e"
+and an accent is one user. Arguments, CSV files and YAML files follow this
+one rule. Each user of a resource has its own limit per window.`,
 	})
 	cmd.AddCommand(newCmdUsersAdd(f, nil), newCmdUsersSetLimit(f, nil), newCmdUsersShow(f, nil),
 		newCmdUsersList(f, nil), newCmdUsersImport(f, nil))
@@ -275,8 +279,8 @@ func usersListRun(ctx context.Context, opts *usersListOptions) error {
 	return p.emit(out, func() {
 		rows := make([][]string, len(out.Users))
 		for i, u := range out.Users {
-			key := u.User
-			if key == "" {
+			key := displayKey(u.User)
+			if u.User == "" {
 				key = "(id " + u.ID + ")"
 			}
 			rows[i] = []string{key, u64(u.Limit), u64(u.InFlight), u64(u.Available)}

@@ -33,7 +33,8 @@ func newCmdUsersImport(f *factory, runF func(context.Context, *usersImportOption
 		Long: `Import users and their limits from a CSV file (- for standard input): one user a
 line, KEY[,LIMIT]. An empty or missing LIMIT means the resource's default
 limit. A first line "key,limit" is a header and is skipped; lines starting
-with # are comments. Keys are trimmed of surrounding spaces.
+with # are comments. Keys follow the key rule (tblimit users --help): a key
+with white space at either end is an error, not trimmed.
 
   key,limit
   alice,100
@@ -152,7 +153,6 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 	r := csv.NewReader(in)
 	r.FieldsPerRecord = -1
 	r.Comment = '#'
-	r.TrimLeadingSpace = true
 	r.ReuseRecord = true
 	var out []csvUser
 	seen := make(map[string]int)
@@ -175,10 +175,11 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 		if len(rec) > 2 {
 			return nil, fmt.Errorf("%s:%d: %d fields, want KEY[,LIMIT]", name, line, len(rec))
 		}
-		u := csvUser{key: strings.TrimSpace(rec[0]), line: line}
-		if err := checkKey(u.key); err != nil {
+		key, err := ledger.NormalizeKey(rec[0])
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
+		u := csvUser{key: key, line: line}
 		if len(rec) == 2 && strings.TrimSpace(rec[1]) != "" {
 			n, err := parseLimit(rec[1])
 			if err != nil {
