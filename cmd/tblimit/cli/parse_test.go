@@ -102,7 +102,7 @@ func FuzzParseAmount(f *testing.F) {
 }
 
 func FuzzParseUsersCSV(f *testing.F) {
-	for _, s := range []string{"key,limit\nalice,1\nbob,\n", "a\nb\n", "a,1,2\n", "\"a,1\n", "a,1\na,2\n", "# c\nx,-1\n", ""} {
+	for _, s := range []string{"key,limit\nalice,1\nbob,\n", "\ufeffkey,limit\r\nalice,1\r\n", " alice,1\n", "a\nb\n", "a,1,2\n", "\"a,1\n", "a,1\na,2\n", "# c\nx,-1\n", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -148,9 +149,10 @@ type csvUser struct {
 }
 
 // parseUsersCSV reads and checks a whole import file; errors name the file
-// and line.
+// and line. A UTF-8 byte order mark at the start, as spreadsheet programs
+// write, is skipped.
 func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
-	r := csv.NewReader(in)
+	r := csv.NewReader(skipBOM(in))
 	r.FieldsPerRecord = -1
 	r.Comment = '#'
 	r.ReuseRecord = true
@@ -202,4 +204,16 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 func isHeader(field string) bool {
 	f := strings.ToLower(strings.TrimSpace(field))
 	return f == "key" || f == "user"
+}
+
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
+const utf8BOM = "\ufeff"
+
+// skipBOM returns in without a byte order mark at its start.
+func skipBOM(in io.Reader) io.Reader {
+	br := bufio.NewReader(in)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && string(b) == utf8BOM {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
 }
