@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -231,23 +232,23 @@ func containsLedger(rs []ledger.Resource, l uint32) bool {
 // parseApplyFile reads and checks a whole apply file. Errors name the file
 // and line.
 func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(in)
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file: want a resources: list", name)
-		}
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if rest, ok := strings.CutPrefix(msg, "line "); ok {
-			if n, after, ok := strings.Cut(rest, ": "); ok {
-				return nil, fmt.Errorf("%s:%s: %s", name, n, after)
-			}
-		}
-		return nil, fmt.Errorf("%s: %s", name, msg)
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
+	var doc, extra yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	err = dec.Decode(&doc)
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: empty file: want a resources: list", name)
+	}
+	if err == nil {
+		if err = dec.Decode(&extra); err == nil {
+			return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: %s", name, faultLine(data), yamlProblem(err))
 	}
 	at := func(n *yaml.Node, format string, args ...any) error {
 		return fmt.Errorf("%s:%d: %w", name, n.Line, fmt.Errorf(format, args...))
@@ -294,6 +295,60 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 		}
 	}
 	return out, nil
+}
+
+// faultLine returns the line of a YAML file that stops it from parsing: the
+// first line whose prefix of the file no longer parses, when every shorter
+// one does. yaml.v3 names the line where the enclosing block starts (its
+// "context mark"), often line 1 for a fault on line 5, and its errors carry
+// no position we could read; so the line is found here, by parsing
+// prefixes of the file, in a binary search (about log2(lines) parses). A
+// flow collection or a quoted string spanning several lines can make it name
+// the line where that starts.
+func faultLine(data []byte) int {
+	var ends []int // the end of each line
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		ends = append(ends, len(data))
+	}
+	parses := func(lines int) bool {
+		end := 0
+		if lines > 0 {
+			end = ends[lines-1]
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
+		for {
+			var n yaml.Node
+			if err := dec.Decode(&n); err != nil {
+				return errors.Is(err, io.EOF)
+			}
+		}
+	}
+	ok, bad := 0, len(ends) // the first ok lines parse; the first bad lines do not
+	for bad-ok > 1 {
+		if mid := (ok + bad) / 2; parses(mid) {
+			ok = mid
+		} else {
+			bad = mid
+		}
+	}
+	return max(bad, 1)
+}
+
+// yamlProblem is yaml's description of a syntax error, without its package
+// prefix and the line it names (see faultLine). The text is only printed.
+func yamlProblem(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if _, after, ok := strings.Cut(rest, ": "); ok {
+			return after
+		}
+	}
+	return msg
 }
 
 func plural(n int, what string) string {
