@@ -38,7 +38,7 @@ changes it would make and write nothing.
     - name: api
       kind: requests        # requests, bytes or money
       ledger: 1
-      window: 1m            # 2s, 1m, 24h, 1d: whole seconds
+      window: 1m            # 2s, 1m, 24h, 1d, 1d12h: whole seconds
       default_limit: 100
       lazy: true            # unknown users get the default limit on first use
       users:

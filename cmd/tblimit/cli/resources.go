@@ -55,7 +55,7 @@ resource cannot be changed once created.
   tblimit resources create usd-day --kind money --ledger 3 --currency 840 --window 1d --limit 1000
 
 NAME is 1 to 12 characters of a-z 0-9 - _ . ; the window a duration of whole
-seconds (2s, 1m, 24h, 1d); money amounts are in the currency's smallest unit.`,
+seconds (2s, 1m, 24h, 1d, 1d12h); money amounts are in the currency's smallest unit.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if opts.Resource, err = fl.resource(args[0]); err != nil {
@@ -70,7 +70,7 @@ seconds (2s, 1m, 24h, 1d); money amounts are in the currency's smallest unit.`,
 	fs := cmd.Flags()
 	fs.StringVar(&fl.kind, "kind", "", "what the resource counts: requests, bytes or money (required)")
 	fs.StringVar(&fl.ledger, "ledger", "", "the TigerBeetle ledger of the limit, 1 to 2^32-1 (required)")
-	fs.StringVar(&fl.window, "window", "", "how long a unit counts against the limit: 2s, 1m, 24h, 1d (required)")
+	fs.StringVar(&fl.window, "window", "", "how long a unit counts against the limit: 2s, 1m, 24h, 1d, 1d12h (required)")
 	fs.StringVar(&fl.limit, "limit", "", "the default limit per user per window (required)")
 	fs.BoolVar(&fl.lazy, "lazy", false, "give unknown users the default limit on first use (not for money)")
 	fs.StringVar(&fl.currency, "currency", "", "money only: the ledger of the currency paid under the limit")
