@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
 // The tests in this file check how each command reads its arguments and
@@ -296,5 +299,36 @@ func TestFlagErrorNegativeNumber(t *testing.T) {
 	var ue *usageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"-12": negative numbers are not allowed`) {
 		t.Errorf("acquire api alice -12: %v, want a usage error about a negative number", err)
+	}
+}
+
+// The run functions take their dependencies from the options: here an
+// in-memory engine instead of a data file, and a buffer for the output.
+func TestRunWithAnInMemoryLedger(t *testing.T) {
+	c := ledger.New(embedded.New())
+	r := ledger.Resource{Name: "api", Kind: ledger.Requests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
+	if err := c.CreateResource(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(context.Context) (*ledger.Client, func(), error) { return c, func() {}, nil }
+	var out bytes.Buffer
+	printer := func() *printer { return newPrinter(&out, true) }
+	for i, want := range []error{nil, nil, denied} {
+		opts := &acquireOptions{Connect: connect, Printer: printer, Resource: "1", User: "alice", Amount: 1}
+		if err := acquireRun(t.Context(), opts); err != want {
+			t.Fatalf("acquire %d = %v, want %v", i, err, want)
+		}
+	}
+	out.Reset()
+	if err := usersListRun(t.Context(), &usersListOptions{Connect: connect, Printer: printer, Resource: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	var list usersJSON
+	if err := json.Unmarshal(out.Bytes(), &list); err != nil || len(list.Users) != 1 || list.Users[0].InFlight != 2 {
+		t.Errorf("users list = %s, %v; want alice with 2 in flight", out.Bytes(), err)
+	}
+	err := usersShowRun(t.Context(), &usersShowOptions{Connect: connect, Printer: printer, Resource: "api", Key: "bob"})
+	if !errors.Is(err, ledger.ErrUnknownUser) {
+		t.Errorf("users show of an unknown user = %v, want ErrUnknownUser", err)
 	}
 }
