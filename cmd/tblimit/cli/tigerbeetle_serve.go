@@ -11,8 +11,39 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tblimit/tblimit/testenv/launch"
 )
+
+type serveOptions struct {
+	serverEnv
+	launchSpec
+	ReadyFD int // where to report readiness, as one JSON line; 0: nowhere
+}
+
+func newCmdServerServe(env func() serverEnv, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the server or cluster in the foreground and supervise it (what up starts)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.check(); err != nil {
+				return err
+			}
+			opts.serverEnv = env()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serverServeRun(cmd.Context(), opts)
+		},
+	}
+	opts.bind(cmd.Flags(), false)
+	cmd.Flags().IntVar(&opts.ReadyFD, "ready-fd", 0, "a file descriptor to report readiness on, as one JSON line")
+	return cmd
+}
 
 // launchOptions come after the supervisor's own launch options; the tests add a readiness
 // probe that accepts their fake tigerbeetle.
