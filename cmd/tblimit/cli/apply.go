@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +16,16 @@ import (
 )
 
 type applyOptions struct {
-	g      *globalOptions
-	file   string
-	dryRun bool
+	Connect connectFunc
+	Printer func() *printer
+	Open    openFunc
+
+	File   string // - for standard input
+	DryRun bool
 }
 
-func newApply(g *globalOptions) *cobra.Command {
-	o := &applyOptions{g: g}
+func newCmdApply(f *factory, runF func(context.Context, *applyOptions) error) *cobra.Command {
+	opts := &applyOptions{Connect: f.connect, Printer: f.printer, Open: f.open}
 	cmd := &cobra.Command{
 		Use:   "apply -f limits.yaml [--dry-run]",
 		Short: "Create or change resources and user limits to match a YAML file",
@@ -34,7 +38,7 @@ changes it would make and write nothing.
     - name: api
       kind: requests        # requests, bytes or money
       ledger: 1
-      window: 1m            # 2s, 1m, 24h, 1d: whole seconds
+      window: 1m            # 2s, 1m, 24h, 1d, 1d12h: whole seconds
       default_limit: 100
       lazy: true            # unknown users get the default limit on first use
       users:
@@ -55,16 +59,19 @@ Resources cannot be changed once created: a file that defines an existing
 resource differently is an error, naming the line. Users and resources that
 are not in the file are left alone. The whole file is checked before anything
 is written.`,
-		Args: args(cobra.NoArgs),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.file == "" {
+			if opts.File == "" {
 				return usagef("-f/--file is required: the YAML file to apply (- for standard input)")
 			}
-			return o.run(cmd.Context())
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return applyRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the YAML file to apply (- for standard input)")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the changes that would be made, and make none")
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "the YAML file to apply (- for standard input)")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the changes that would be made, and make none")
 	return cmd
 }
 
@@ -81,8 +88,8 @@ type fileUser struct {
 	line  int
 }
 
-func (o *applyOptions) run(ctx context.Context) error {
-	name, in, closeIn, err := o.g.input(o.file)
+func applyRun(ctx context.Context, opts *applyOptions) error {
+	name, in, closeIn, err := opts.Open(opts.File)
 	if err != nil {
 		return err
 	}
@@ -91,14 +98,14 @@ func (o *applyOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out := applyJSON{DryRun: o.dryRun, Changes: []changeJSON{}}
-	err = o.g.run(ctx, func(c *ledger.Client) error {
+	out := applyJSON{DryRun: opts.DryRun, Changes: []changeJSON{}}
+	err = withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
 		plan, unchanged, err := planApply(ctx, c, name, want)
 		if err != nil {
 			return err
 		}
 		out.Unchanged = unchanged
-		if o.dryRun {
+		if opts.DryRun {
 			out.Changes = plan.changes
 			return nil
 		}
@@ -108,15 +115,14 @@ func (o *applyOptions) run(ctx context.Context) error {
 			}
 		}
 		for _, fr := range want {
-			users := plan.users[fr.Ledger]
-			per := ledger.BatchMax
-			if fr.Kind == ledger.Money {
-				per = ledger.BatchMax / 2
-			}
-			for i := 0; i < len(users); i += per {
-				if err := c.Provision(ctx, fr.Resource, users[i:min(i+per, len(users))]...); err != nil {
+			err := provision(ctx, c, fr.Resource, plan.users[fr.Ledger], func(_, _ int, err error) error {
+				if err != nil {
 					return fmt.Errorf("provisioning users of %s (apply the file again to complete it): %w", fr.Name, err)
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		out.Changes = plan.changes
@@ -125,31 +131,34 @@ func (o *applyOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := o.g.out()
-	return p.emit(out, func() {
-		for _, ch := range out.Changes {
-			switch ch.Action {
-			case "create_resource":
-				p.printf("%s create resource %s (%s, ledger %d", p.paint(green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
-				if ch.Definition.CurrencyLedger != 0 {
-					p.printf(", currency ledger %d", ch.Definition.CurrencyLedger)
-				}
-				p.printf("): %d per %s\n", ch.Definition.DefaultLimit, formatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
-			case "add_user":
-				p.printf("%s add user %q to %s with limit %d\n", p.paint(green, "+"), ch.User, ch.Resource, *ch.Limit)
-			case "set_limit":
-				p.printf("%s set limit of %q on %s: %d -> %d\n", p.paint(amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
+	p := opts.Printer()
+	return p.emit(out, func() { printApply(p, name, out) })
+}
+
+// printApply prints the changes apply made, or would make.
+func printApply(p *printer, name string, out applyJSON) {
+	for _, ch := range out.Changes {
+		switch ch.Action {
+		case "create_resource":
+			p.printf("%s create resource %s (%s, ledger %d", p.paint(green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
+			if ch.Definition.CurrencyLedger != 0 {
+				p.printf(", currency ledger %d", ch.Definition.CurrencyLedger)
 			}
+			p.printf("): %d per %s\n", ch.Definition.DefaultLimit, formatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
+		case "add_user":
+			p.printf("%s add user %q to %s with limit %d\n", p.paint(green, "+"), ch.User, ch.Resource, *ch.Limit)
+		case "set_limit":
+			p.printf("%s set limit of %q on %s: %d -> %d\n", p.paint(amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
 		}
-		switch {
-		case o.dryRun:
-			p.printf("dry run: %s would be made, %s already match; nothing was written\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
-		case len(out.Changes) == 0:
-			p.printf("nothing to do: %s matches (%s)\n", name, plural(out.Unchanged, "user"))
-		default:
-			p.printf("applied %s; %s already matched\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
-		}
-	})
+	}
+	switch {
+	case out.DryRun:
+		p.printf("dry run: %s would be made, %s already match; nothing was written\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+	case len(out.Changes) == 0:
+		p.printf("nothing to do: %s matches (%s)\n", name, plural(out.Unchanged, "user"))
+	default:
+		p.printf("applied %s; %s already matched\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+	}
 }
 
 type applyPlan struct {
@@ -223,26 +232,26 @@ func containsLedger(rs []ledger.Resource, l uint32) bool {
 // parseApplyFile reads and checks a whole apply file. Errors name the file
 // and line.
 func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(in)
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file: want a resources: list", name)
-		}
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if rest, ok := strings.CutPrefix(msg, "line "); ok {
-			if n, after, ok := strings.Cut(rest, ": "); ok {
-				return nil, fmt.Errorf("%s:%s: %s", name, n, after)
-			}
-		}
-		return nil, fmt.Errorf("%s: %s", name, msg)
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
+	var doc, extra yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	err = dec.Decode(&doc)
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: empty file: want a resources: list", name)
+	}
+	if err == nil {
+		if err = dec.Decode(&extra); err == nil {
+			return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: %s", name, faultLine(data), yamlProblem(err))
 	}
 	at := func(n *yaml.Node, format string, args ...any) error {
-		return fmt.Errorf("%s:%d: %s", name, n.Line, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s:%d: %w", name, n.Line, fmt.Errorf(format, args...))
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -286,6 +295,60 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 		}
 	}
 	return out, nil
+}
+
+// faultLine returns the line of a YAML file that stops it from parsing: the
+// first line whose prefix of the file no longer parses, when every shorter
+// one does. yaml.v3 names the line where the enclosing block starts (its
+// "context mark"), often line 1 for a fault on line 5, and its errors carry
+// no position we could read; so the line is found here, by parsing
+// prefixes of the file, in a binary search (about log2(lines) parses). A
+// flow collection or a quoted string spanning several lines can make it name
+// the line where that starts.
+func faultLine(data []byte) int {
+	var ends []int // the end of each line
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		ends = append(ends, len(data))
+	}
+	parses := func(lines int) bool {
+		end := 0
+		if lines > 0 {
+			end = ends[lines-1]
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
+		for {
+			var n yaml.Node
+			if err := dec.Decode(&n); err != nil {
+				return errors.Is(err, io.EOF)
+			}
+		}
+	}
+	ok, bad := 0, len(ends) // the first ok lines parse; the first bad lines do not
+	for bad-ok > 1 {
+		if mid := (ok + bad) / 2; parses(mid) {
+			ok = mid
+		} else {
+			bad = mid
+		}
+	}
+	return max(bad, 1)
+}
+
+// yamlProblem is yaml's description of a syntax error, without its package
+// prefix and the line it names (see faultLine). The text is only printed.
+func yamlProblem(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if _, after, ok := strings.Cut(rest, ": "); ok {
+			return after
+		}
+	}
+	return msg
 }
 
 func plural(n int, what string) string {
@@ -377,7 +440,7 @@ func parseFileResource(at atFunc, n *yaml.Node) (fileResource, error) {
 		}
 	}
 	if err := fr.Validate(); err != nil {
-		return fr, at(n, "%s", trimLedger(err))
+		return fr, at(n, "%w", err)
 	}
 	keys := map[string]int{}
 	for _, u := range fr.users {
@@ -406,10 +469,11 @@ func parseFileUsers(at atFunc, n *yaml.Node) ([]fileUser, error) {
 			}
 			switch k.Value {
 			case "key":
-				u.key, hasKey = v.Value, true
-				if err := checkKey(u.key); err != nil {
-					return nil, at(v, "%v", err)
+				key, err := ledger.NormalizeKey(v.Value)
+				if err != nil {
+					return nil, at(v, "%w", err)
 				}
+				u.key, hasKey = key, true
 			case "limit":
 				n, err := parseLimit(v.Value)
 				if err != nil {

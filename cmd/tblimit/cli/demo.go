@@ -14,11 +14,13 @@ import (
 )
 
 type demoOptions struct {
-	window time.Duration
+	Out io.Writer
+
+	Window time.Duration
 }
 
-func newDemo() *cobra.Command {
-	o := demoOptions{}
+func newCmdDemo(f *factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
+	opts := &demoOptions{Out: f.out}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the three recipes end to end on an in-memory embedded engine",
@@ -27,22 +29,26 @@ an in-memory embedded engine, with short windows, and prints what was admitted,
 denied and replenished. It waits for one window of real time per recipe.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := ledger.WindowSeconds(o.window); err != nil {
+			if _, err := ledger.WindowSeconds(opts.Window); err != nil {
 				return usagef("--window: %w", err)
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return demoRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().DurationVar(&o.window, "window", 2*time.Second, "the window of every recipe (whole seconds)")
+	cmd.Flags().DurationVar(&opts.Window, "window", 2*time.Second, "the window of every recipe (whole seconds)")
 	return cmd
 }
 
-func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
+func demoRun(ctx context.Context, opts *demoOptions) error {
+	w, window := opts.Out, opts.Window
 	c := ledger.New(embedded.New())
 	wait := func() error {
-		fmt.Fprintf(w, "  ... waiting %s for the window to pass\n", o.window)
+		fmt.Fprintf(w, "  ... waiting %s for the window to pass\n", window)
 		select {
-		case <-time.After(o.window + 100*time.Millisecond):
+		case <-time.After(window + 100*time.Millisecond):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -62,8 +68,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
 	}
 
 	// 1. Request rate: 5 requests per window.
-	fmt.Fprintf(w, "1. Request rate: 5 requests per %s for user alice\n", o.window)
-	rate, err := recipes.NewRequestRate(c, recipes.Config{Name: "api", Ledger: 1, Lazy: true}, recipes.Per(5, o.window))
+	fmt.Fprintf(w, "1. Request rate: 5 requests per %s for user alice\n", window)
+	rate, err := recipes.NewRequestRate(c, recipes.Config{Name: "api", Ledger: 1, Lazy: true}, recipes.Per(5, window))
 	if err != nil {
 		return err
 	}
@@ -87,8 +93,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
 	show("request 7", d, units)
 
 	// 2. Bandwidth: 10,000,000 bytes per window.
-	fmt.Fprintf(w, "\n2. Bandwidth: 10,000,000 bytes per %s for user bob\n", o.window)
-	bw, err := recipes.NewBandwidth(c, recipes.Config{Name: "upload", Ledger: 2, Lazy: true}, recipes.Bytes(10_000_000).Per(o.window))
+	fmt.Fprintf(w, "\n2. Bandwidth: 10,000,000 bytes per %s for user bob\n", window)
+	bw, err := recipes.NewBandwidth(c, recipes.Config{Name: "upload", Ledger: 2, Lazy: true}, recipes.Bytes(10_000_000).Per(window))
 	if err != nil {
 		return err
 	}
@@ -111,8 +117,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
 	show("upload of 2000000 bytes", d, units)
 
 	// 3. Money: 1000.00 per window, paid on a USD ledger.
-	fmt.Fprintf(w, "\n3. Money: 1000.00 USD per %s for user carol, paying shop (USD ledger 840)\n", o.window)
-	money, err := recipes.NewMoneyPerWindow(c, recipes.Config{Name: "usd-limit", Ledger: 3}, 840, recipes.Amount(1000_00).Per(o.window))
+	fmt.Fprintf(w, "\n3. Money: 1000.00 USD per %s for user carol, paying shop (USD ledger 840)\n", window)
+	money, err := recipes.NewMoneyPerWindow(c, recipes.Config{Name: "usd-limit", Ledger: 3}, 840, recipes.Amount(1000_00).Per(window))
 	if err != nil {
 		return err
 	}

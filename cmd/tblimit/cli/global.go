@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,8 +18,7 @@ import (
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-// globalOptions are the flags every command takes, and the process's
-// standard streams.
+// globalOptions are the flags every command takes.
 type globalOptions struct {
 	addresses []string
 	clusterID uint64
@@ -29,9 +26,6 @@ type globalOptions struct {
 	output    string
 	timeout   time.Duration
 	verbose   bool
-
-	stdin          io.Reader
-	stdout, stderr io.Writer
 }
 
 // envFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
@@ -112,22 +106,11 @@ func defaultDataHelp() string {
 	return "$XDG_DATA_HOME/tblimit/embedded.journal or ~/.local/share/tblimit/embedded.journal"
 }
 
-// clockKey carries, in tests, the clock the embedded engine stamps requests
-// with.
-type clockKey struct{}
-
-// nowIn returns the time: the test's clock in tests, else the system's.
-func nowIn(ctx context.Context) time.Time {
-	if c, ok := ctx.Value(clockKey{}).(embedded.Clock); ok {
-		return c.Now()
-	}
-	return time.Now()
-}
-
-// connect opens the cluster, or the embedded engine's data file. The caller
-// must call the returned function when done: it closes the connection or
-// the data file (releasing its lock).
-func (g *globalOptions) connect(ctx context.Context) (*ledger.Client, func(), error) {
+// connect opens the cluster, or the embedded engine's data file (stamping
+// requests with clock, if not nil; notices go to stderr). The caller must
+// call the returned function when done: it closes the connection or the
+// data file (releasing its lock).
+func (g *globalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger.Client, func(), error) {
 	if len(g.addresses) > 0 {
 		// A command makes one decision and reports it: exact, at the cost
 		// of a read (see ledger.WithExactDecisions).
@@ -148,18 +131,18 @@ func (g *globalOptions) connect(ctx context.Context) (*ledger.Client, func(), er
 		return nil, nil, fmt.Errorf("--data %s: %w", path, err)
 	}
 	var opts []embedded.Option
-	if c, ok := ctx.Value(clockKey{}).(embedded.Clock); ok {
-		opts = append(opts, embedded.WithClock(c))
+	if clock != nil {
+		opts = append(opts, embedded.WithClock(clock))
 	}
 	f, err := embedded.Open(path, opts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
-		return nil, nil, fmt.Errorf("%w (another tblimit command is using it: wait for it to finish, or give another --data)", err)
+		return nil, nil, hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
 	case err != nil:
 		return nil, nil, err
 	}
 	if r := f.Recovered(); r != nil {
-		fmt.Fprintln(g.stderr, "tblimit: notice:", r)
+		fmt.Fprintln(stderr, "tblimit: notice:", r)
 	}
 	return ledger.New(f, ledger.WithExactDecisions()), f.Close, nil
 }
@@ -184,105 +167,4 @@ func makeDir(dir string) error {
 	}
 	defer parent.Close()
 	return parent.Sync()
-}
-
-// explain adds what the user can do about an error from the cluster.
-func (g *globalOptions) explain(err error) error {
-	if errors.Is(err, ledger.ErrUnknownUser) && !strings.Contains(err.Error(), "tblimit users add") {
-		return fmt.Errorf("%w (add it with tblimit users add)", err)
-	}
-	if errors.Is(err, ledger.ErrUnavailable) && len(g.addresses) > 0 {
-		return fmt.Errorf("%w (is a cluster with ID %d running at %s? tblimit tigerbeetle status tells about a local one)",
-			err, g.clusterID, strings.Join(g.addresses, ","))
-	}
-	return err
-}
-
-// run opens the ledger, runs f and closes the ledger again.
-func (g *globalOptions) run(ctx context.Context, f func(c *ledger.Client) error) error {
-	c, done, err := g.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return g.explain(f(c))
-}
-
-// out returns the printer of the command's standard output.
-func (g *globalOptions) out() *printer { return newPrinter(g.stdout, g.output == "json") }
-
-// resolve finds a resource by name, or by ledger number.
-func resolve(ctx context.Context, c *ledger.Client, arg string) (ledger.Resource, error) {
-	all, err := c.Resources(ctx)
-	if err != nil {
-		return ledger.Resource{}, err
-	}
-	var named []ledger.Resource
-	for _, r := range all {
-		if r.Name == arg {
-			named = append(named, r)
-		}
-	}
-	switch len(named) {
-	case 1:
-		return named[0], nil
-	case 0:
-	default:
-		return ledger.Resource{}, fmt.Errorf("resource %q is ambiguous: ledgers %d and %d both have that name; give the ledger number", arg, named[0].Ledger, named[1].Ledger)
-	}
-	if n, err := strconv.ParseUint(arg, 10, 32); err == nil {
-		for _, r := range all {
-			if uint64(r.Ledger) == n {
-				return r, nil
-			}
-		}
-	}
-	names := make([]string, len(all))
-	for i, r := range all {
-		names[i] = r.Name
-	}
-	known := "there are none yet: create one with tblimit resources create"
-	if len(names) > 0 {
-		known = "known: " + strings.Join(names, ", ")
-	}
-	return ledger.Resource{}, fmt.Errorf("%w %q (%s)", errUnknownResource, arg, known)
-}
-
-var errUnknownResource = errors.New("unknown resource")
-
-// completeResources completes a resource argument with the names of the
-// resources there are.
-func completeResources(g *globalOptions) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		if g.prepare(cmd) != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
-		defer cancel()
-		var out []cobra.Completion
-		_ = g.run(ctx, func(c *ledger.Client) error {
-			rs, err := c.Resources(ctx)
-			for _, r := range rs {
-				out = append(out, cobra.CompletionWithDesc(r.Name, r.String()))
-			}
-			return err
-		})
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-}
-
-// input opens the file a command reads: standard input for "-". It returns
-// the name to use in messages and a function that closes what it opened.
-func (g *globalOptions) input(file string) (string, io.Reader, func(), error) {
-	if file == "-" {
-		return "stdin", g.stdin, func() {}, nil
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return file, f, func() { f.Close() }, nil
 }

@@ -61,7 +61,6 @@ func newEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	e := newRealTimeEnv(t)
 	e.clock = embedded.NewManualClock(time.Now())
-	e.ctx = context.WithValue(e.ctx, clockKey{}, embedded.Clock(e.clock))
 	return e
 }
 
@@ -86,7 +85,11 @@ func (e *cliEnv) run(args ...string) result {
 func (e *cliEnv) runIn(stdin string, args ...string) result {
 	e.t.Helper()
 	var out, errb bytes.Buffer
-	code := Run(e.ctx, append(append([]string(nil), e.base...), args...), strings.NewReader(stdin), &out, &errb)
+	f := newFactory(strings.NewReader(stdin), &out, &errb)
+	if e.clock != nil {
+		f.clock = e.clock
+	}
+	code := run(e.ctx, append(append([]string(nil), e.base...), args...), f)
 	return result{out.String(), errb.String(), code}
 }
 

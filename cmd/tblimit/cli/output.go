@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,7 +39,8 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// emit prints v as JSON, or calls text.
+// emit prints v as JSON, or calls text. In JSON an empty list is [], never
+// null, whichever command built v and however.
 func (p *printer) emit(v any, text func()) error {
 	if !p.json {
 		text()
@@ -48,7 +50,38 @@ func (p *printer) emit(v any, text func()) error {
 	if p.tty {
 		enc.SetIndent("", "  ")
 	}
-	return enc.Encode(v)
+	return enc.Encode(noNullLists(reflect.ValueOf(v)).Interface())
+}
+
+// noNullLists returns a copy of v in which every nil slice is empty, so that
+// encoding/json writes it as [] (a script reading "changes" or "addresses"
+// then needs no special case). v itself is left alone.
+func noNullLists(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Slice:
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(noNullLists(v.Index(i)))
+		}
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if f := out.Field(i); f.CanSet() {
+				f.Set(noNullLists(v.Field(i)))
+			}
+		}
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(noNullLists(v.Elem()))
+		return out
+	}
+	return v
 }
 
 func (p *printer) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -58,48 +59,95 @@ func parseLedger(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-// parseWindow parses a window: a Go duration ("2s", "1m", "1h30m") or a
-// number of days ("1d"), a whole number of seconds from 1s to
-// ledger.MaxWindow.
+// parseWindow parses a window: a Go duration ("2s", "1m", "1h30m"), a
+// number of days ("1d"), or days and a Go duration ("1d12h"); a whole number
+// of seconds from 1s to ledger.MaxWindow.
 func parseWindow(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
-	var d time.Duration
-	if days, ok := strings.CutSuffix(t, "d"); ok && days != "" && !strings.ContainsAny(days, "hmsuµn") {
-		n, err := strconv.ParseUint(days, 10, 32)
-		if err != nil || n > uint64(ledger.MaxWindow/(24*time.Hour)) {
-			return 0, fmt.Errorf("%q: want a duration such as 2s, 1m, 24h or 1d", s)
+	d, err := parseDays(t)
+	switch {
+	case errors.Is(err, errTooLong):
+		return 0, fmt.Errorf("%q: %w", s, err)
+	case err != nil:
+		if _, nerr := strconv.ParseUint(t, 10, 64); nerr == nil {
+			return 0, fmt.Errorf("%q: give a unit, e.g. %ss", s, t)
 		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(t); err != nil {
-			if _, nerr := strconv.ParseUint(t, 10, 64); nerr == nil {
-				return 0, fmt.Errorf("%q: give a unit, e.g. %ss", s, t)
-			}
-			return 0, fmt.Errorf("%q: want a duration such as 2s, 1m, 24h or 1d", s)
-		}
+		return 0, fmt.Errorf("%q: want a duration such as 2s, 1m, 24h, 1d or 1d12h", s)
+	case d < time.Second:
+		return 0, fmt.Errorf("%q: shorter than one second", s)
+	case d%time.Second != 0:
+		return 0, fmt.Errorf("%q: not a whole number of seconds", s)
+	case d > ledger.MaxWindow:
+		return 0, fmt.Errorf("%q: %w", s, errTooLong)
 	}
-	if _, err := ledger.WindowSeconds(d); err != nil {
-		return 0, fmt.Errorf("%q: %s", s, strings.TrimPrefix(err.Error(), ledger.ErrInvalidWindow.Error()+": "))
+	if _, err := ledger.WindowSeconds(d); err != nil { // the ledger's rule has the last word
+		return 0, fmt.Errorf("%q: %w", s, err)
 	}
 	return d, nil
 }
 
-// formatWindow prints a window as parseWindow reads it.
-func formatWindow(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
+// errTooLong is a window longer than the largest TigerBeetle allows.
+var errTooLong = fmt.Errorf("longer than the largest window (%s)", formatWindow(ledger.MaxWindow))
+
+const day = 24 * time.Hour
+
+// parseDays parses a Go duration that may start with a number of days:
+// "1d", "1d12h", "2h".
+func parseDays(t string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(t, "d") // no Go duration unit has a d
+	if !ok {
+		return time.ParseDuration(t)
 	}
-	return d.String()
+	if days == "" || strings.Trim(days, "0123456789") != "" || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") {
+		return 0, fmt.Errorf("bad days %q", t)
+	}
+	n, err := strconv.ParseUint(days, 10, 64)
+	if err != nil || n > uint64(ledger.MaxWindow/day) {
+		return 0, errTooLong
+	}
+	d := time.Duration(n) * day
+	if rest == "" {
+		return d, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil {
+		return 0, err
+	}
+	if r > ledger.MaxWindow {
+		return 0, errTooLong
+	}
+	return d + r, nil
 }
 
-// checkKey validates a user key.
-func checkKey(key string) error {
+// formatWindow prints a window as parseWindow reads it: days first, when
+// there are any ("1d", "1d12h0m0s"), then as Go prints durations.
+func formatWindow(d time.Duration) string {
 	switch {
-	case key == "":
-		return fmt.Errorf("empty user key")
-	case len(key) > ledger.MaxKeyLen:
-		return fmt.Errorf("user key of %d bytes: at most %d", len(key), ledger.MaxKeyLen)
+	case d < day:
+		return d.String()
+	case d%day == 0:
+		return fmt.Sprintf("%dd", d/day)
 	}
-	return nil
+	return fmt.Sprintf("%dd%s", d/day, d%day)
+}
+
+// keyArg applies the key rule (ledger.NormalizeKey) to the user key
+// argument name (USER, KEY...), and returns the key as the ledger uses it.
+func keyArg(name, key string) (string, error) {
+	k, err := ledger.NormalizeKey(key)
+	if err != nil {
+		return "", usagef("%s: %w", name, err)
+	}
+	return k, nil
+}
+
+// displayKey prints a key stored in the ledger for a table: as it is when it
+// follows the key rule, quoted otherwise (a key written before the rule may
+// hold a tab or a newline, which would break the columns), and quoted when
+// it starts with a quote, so that the two cannot be confused.
+func displayKey(key string) string {
+	if k, err := ledger.NormalizeKey(key); err != nil || k != key || strings.HasPrefix(key, `"`) {
+		return strconv.Quote(key)
+	}
+	return key
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +29,22 @@ func TestParseWindow(t *testing.T) {
 		{"-1s", 0, "shorter than one second"},
 		{"1y", 0, "want a duration"},
 		{"d", 0, "want a duration"},
-		{"50000d", 0, "want a duration"},
-		{"2000000h", 0, "longer than"},
+		{"1d12h", 36 * time.Hour, ""},
+		{"2d30m", 48*time.Hour + 30*time.Minute, ""},
+		{"1d1s", 24*time.Hour + time.Second, ""},
+		{"0d5s", 5 * time.Second, ""},
+		{"49710d6h28m15s", ledger.MaxWindow, ""},
+		{"49710d6h28m16s", 0, "longer than the largest window (49710d6h28m15s)"},
+		{"50000d", 0, "longer than the largest window (49710d6h28m15s)"},
+		{"99999999999999999999d", 0, "longer than the largest window (49710d6h28m15s)"},
+		{"1d2562047h", 0, "longer than the largest window"},
+		{"2000000h", 0, "longer than the largest window (49710d6h28m15s)"},
+		{"1d-1h", 0, "want a duration"},
+		{"1.5d", 0, "want a duration"},
+		{"d12h", 0, "want a duration"},
+		{"1dd", 0, "want a duration"},
+		{"1h1d", 0, "want a duration"},
+		{"1d12h0.5s", 0, "not a whole number of seconds"},
 	} {
 		got, err := parseWindow(c.in)
 		if c.err == "" && (err != nil || got != c.want) {
@@ -69,7 +85,7 @@ func TestParseCount(t *testing.T) {
 }
 
 func FuzzParseWindow(f *testing.F) {
-	for _, s := range []string{"2s", "1d", "1h30m", "0", "60", "1.5s", "99999999999d", "-3d"} {
+	for _, s := range []string{"2s", "1d", "1h30m", "0", "60", "1.5s", "99999999999d", "-3d", "1d12h", "49710d6h28m15s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -102,7 +118,7 @@ func FuzzParseAmount(f *testing.F) {
 }
 
 func FuzzParseUsersCSV(f *testing.F) {
-	for _, s := range []string{"key,limit\nalice,1\nbob,\n", "a\nb\n", "a,1,2\n", "\"a,1\n", "a,1\na,2\n", "# c\nx,-1\n", ""} {
+	for _, s := range []string{"key,limit\nalice,1\nbob,\n", "\ufeffkey,limit\r\nalice,1\r\n", " alice,1\n", "a\nb\n", "a,1,2\n", "\"a,1\n", "a,1\na,2\n", "# c\nx,-1\n", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -115,7 +131,7 @@ func FuzzParseUsersCSV(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, u := range users {
-			if checkKey(u.key) != nil || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
+			if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
 				t.Fatalf("parseUsersCSV(%q) accepted %+v", s, u)
 			}
 			seen[u.key] = true
@@ -143,4 +159,32 @@ func FuzzParseApplyFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Windows with days and more ("1d12h") work in flags and files; one too
+// long names the largest window.
+func TestWindowsWithDays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var r resourceJSON
+	e.json(ExitOK, &r, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1d12h", "--limit", "10")
+	if r.WindowSeconds != 36*3600 {
+		t.Errorf("--window 1d12h: %+v, want 129600 seconds", r)
+	}
+	if out := e.ok("resources", "list"); !strings.Contains(out, "\t1d12h0m0s\t") {
+		t.Errorf("resources list = %q, want the window as 1d12h0m0s", out)
+	}
+	res := e.code(ExitUsage, "resources", "create", "x", "--kind", "requests", "--ledger", "2", "--window", "50000d", "--limit", "1")
+	if !strings.Contains(res.stderr, `--window "50000d": longer than the largest window (49710d6h28m15s)`) {
+		t.Errorf("--window 50000d: stderr %q, want the largest window named", res.stderr)
+	}
+	yml := filepath.Join(t.TempDir(), "l.yaml")
+	if err := os.WriteFile(yml, []byte("resources:\n  - {name: b, kind: bytes, ledger: 2, window: 2d30m, default_limit: 5}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("apply", "-f", yml)
+	e.json(ExitOK, &r, "resources", "show", "b")
+	if r.WindowSeconds != 48*3600+1800 {
+		t.Errorf("window: 2d30m in a file: %+v", r)
+	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-func newResources(g *globalOptions) *cobra.Command {
+func newCmdResources(f *factory) *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "resources",
 		Aliases: []string{"resource"},
@@ -23,23 +23,26 @@ or money per window. It is identified by its name or its ledger number.
 Resources cannot be changed once created (their definition is stored in an
 immutable TigerBeetle account): per-user limits can (tblimit users set-limit).`,
 	})
-	cmd.AddCommand(newResourcesCreate(g), newResourcesList(g), newResourcesShow(g))
+	cmd.AddCommand(newCmdResourcesCreate(f, nil), newCmdResourcesList(f, nil), newCmdResourcesShow(f, nil))
 	return cmd
 }
 
 type resourcesCreateOptions struct {
-	g        *globalOptions
-	name     string
-	kind     string
-	ledger   string
-	window   string
-	limit    string
-	lazy     bool
-	currency string
+	Connect connectFunc
+	Printer func() *printer
+
+	Resource ledger.Resource // validated
 }
 
-func newResourcesCreate(g *globalOptions) *cobra.Command {
-	o := &resourcesCreateOptions{g: g}
+// resourceFlags are the flags of resources create, as given.
+type resourceFlags struct {
+	kind, ledger, window, limit, currency string
+	lazy                                  bool
+}
+
+func newCmdResourcesCreate(f *factory, runF func(context.Context, *resourcesCreateOptions) error) *cobra.Command {
+	opts := &resourcesCreateOptions{Connect: f.connect, Printer: f.printer}
+	var fl resourceFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME --kind requests|bytes|money --ledger N --window DURATION --limit N",
 		Short: "Create a resource (idempotent)",
@@ -52,89 +55,89 @@ resource cannot be changed once created.
   tblimit resources create usd-day --kind money --ledger 3 --currency 840 --window 1d --limit 1000
 
 NAME is 1 to 12 characters of a-z 0-9 - _ . ; the window a duration of whole
-seconds (2s, 1m, 24h, 1d); money amounts are in the currency's smallest unit.`,
-		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			o.name = a[0]
-			r, err := o.resource()
-			if err != nil {
+seconds (2s, 1m, 24h, 1d, 1d12h); money amounts are in the currency's smallest unit.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if opts.Resource, err = fl.resource(args[0]); err != nil {
 				return err
 			}
-			return o.run(cmd.Context(), r)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return resourcesCreateRun(cmd.Context(), opts)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.kind, "kind", "", "what the resource counts: requests, bytes or money (required)")
-	f.StringVar(&o.ledger, "ledger", "", "the TigerBeetle ledger of the limit, 1 to 2^32-1 (required)")
-	f.StringVar(&o.window, "window", "", "how long a unit counts against the limit: 2s, 1m, 24h, 1d (required)")
-	f.StringVar(&o.limit, "limit", "", "the default limit per user per window (required)")
-	f.BoolVar(&o.lazy, "lazy", false, "give unknown users the default limit on first use (not for money)")
-	f.StringVar(&o.currency, "currency", "", "money only: the ledger of the currency paid under the limit")
+	fs := cmd.Flags()
+	fs.StringVar(&fl.kind, "kind", "", "what the resource counts: requests, bytes or money (required)")
+	fs.StringVar(&fl.ledger, "ledger", "", "the TigerBeetle ledger of the limit, 1 to 2^32-1 (required)")
+	fs.StringVar(&fl.window, "window", "", "how long a unit counts against the limit: 2s, 1m, 24h, 1d, 1d12h (required)")
+	fs.StringVar(&fl.limit, "limit", "", "the default limit per user per window (required)")
+	fs.BoolVar(&fl.lazy, "lazy", false, "give unknown users the default limit on first use (not for money)")
+	fs.StringVar(&fl.currency, "currency", "", "money only: the ledger of the currency paid under the limit")
 	return cmd
 }
 
-// resource validates the flags.
-func (o *resourcesCreateOptions) resource() (ledger.Resource, error) {
-	for _, req := range [][2]string{{"kind", o.kind}, {"ledger", o.ledger}, {"window", o.window}, {"limit", o.limit}} {
+// resource validates the flags of resource name.
+func (fl *resourceFlags) resource(name string) (ledger.Resource, error) {
+	for _, req := range [][2]string{{"kind", fl.kind}, {"ledger", fl.ledger}, {"window", fl.window}, {"limit", fl.limit}} {
 		if req[1] == "" {
 			return ledger.Resource{}, usagef("--%s is required (see tblimit resources create --help)", req[0])
 		}
 	}
-	kind, err := ledger.ParseKind(o.kind)
+	kind, err := ledger.ParseKind(fl.kind)
 	if err != nil {
-		return ledger.Resource{}, usagef("--kind %q: want requests, bytes or money", o.kind)
+		return ledger.Resource{}, usagef("--kind %q: want requests, bytes or money", fl.kind)
 	}
-	r := ledger.Resource{Name: o.name, Kind: kind, Lazy: o.lazy}
-	if r.Ledger, err = parseLedger(o.ledger); err != nil {
+	r := ledger.Resource{Name: name, Kind: kind, Lazy: fl.lazy}
+	if r.Ledger, err = parseLedger(fl.ledger); err != nil {
 		return r, usagef("--ledger %w", err)
 	}
-	if r.Window, err = parseWindow(o.window); err != nil {
+	if r.Window, err = parseWindow(fl.window); err != nil {
 		return r, usagef("--window %w", err)
 	}
-	if r.DefaultLimit, err = parseLimit(o.limit); err != nil {
+	if r.DefaultLimit, err = parseLimit(fl.limit); err != nil {
 		return r, usagef("--limit %w", err)
 	}
-	if o.currency != "" {
-		if kind != ledger.Money {
-			return r, usagef("--currency: only a money resource has a currency ledger")
-		}
-		if r.Currency, err = parseLedger(o.currency); err != nil {
+	switch {
+	case fl.currency != "" && kind != ledger.Money:
+		return r, usagef("--currency: only a money resource has a currency ledger")
+	case fl.currency != "":
+		if r.Currency, err = parseLedger(fl.currency); err != nil {
 			return r, usagef("--currency %w", err)
 		}
-	} else if kind == ledger.Money {
+	case kind == ledger.Money:
 		return r, usagef("--currency is required for a money resource: the ledger of the currency paid under the limit")
 	}
 	if err := r.Validate(); err != nil {
-		return r, usagef("%s", trimLedger(err))
+		return r, &usageError{err}
 	}
 	return r, nil
 }
 
-func (o *resourcesCreateOptions) run(ctx context.Context, r ledger.Resource) error {
+func resourcesCreateRun(ctx context.Context, opts *resourcesCreateOptions) error {
+	r := opts.Resource
 	created := true
-	err := o.g.run(ctx, func(c *ledger.Client) error {
+	err := withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
 		all, err := c.Resources(ctx)
 		if err != nil {
 			return err
 		}
-		if err := checkNewResource(r, all); err != nil {
-			if !errors.Is(err, errExists) {
-				return err
-			}
+		err = checkNewResource(r, all)
+		switch {
+		case errors.Is(err, errExists):
 			created = false
 			return nil
-		}
-		if err := c.CreateResource(ctx, r); err != nil {
+		case err != nil:
 			return err
 		}
-		return nil
+		return c.CreateResource(ctx, r)
 	})
 	if err != nil {
 		return err
 	}
 	out := resourceOut(r)
 	out.Created = &created
-	p := o.g.out()
+	p := opts.Printer()
 	return p.emit(out, func() {
 		if created {
 			p.printf("created resource %s\n", r)
@@ -184,37 +187,49 @@ func resourceDiff(have, want ledger.Resource) string {
 	return strings.Join(d, ", ")
 }
 
-func newResourcesList(g *globalOptions) *cobra.Command {
+type resourcesListOptions struct {
+	Connect connectFunc
+	Printer func() *printer
+}
+
+func newCmdResourcesList(f *factory, runF func(context.Context, *resourcesListOptions) error) *cobra.Command {
+	opts := &resourcesListOptions{Connect: f.connect, Printer: f.printer}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the resources",
-		Args:  args(cobra.NoArgs),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			var all []ledger.Resource
-			err := g.run(ctx, func(c *ledger.Client) (err error) {
-				all, err = c.Resources(ctx)
-				return err
-			})
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			out := resourcesJSON{Resources: []resourceJSON{}}
-			rows := make([][]string, 0, len(all))
-			for _, r := range all {
-				out.Resources = append(out.Resources, resourceOut(r))
-				rows = append(rows, resourceRow(r))
-			}
-			p := g.out()
-			return p.emit(out, func() {
-				if len(all) == 0 && p.tty {
-					p.printf("no resources yet: create one with tblimit resources create\n")
-					return
-				}
-				p.table([]string{"NAME", "KIND", "LEDGER", "WINDOW", "DEFAULT LIMIT", "LAZY", "CURRENCY LEDGER"}, rows)
-			})
+			return resourcesListRun(cmd.Context(), opts)
 		},
 	}
+}
+
+func resourcesListRun(ctx context.Context, opts *resourcesListOptions) error {
+	var all []ledger.Resource
+	err := withLedger(ctx, opts.Connect, func(c *ledger.Client) (err error) {
+		all, err = c.Resources(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out := resourcesJSON{Resources: []resourceJSON{}}
+	rows := make([][]string, 0, len(all))
+	for _, r := range all {
+		out.Resources = append(out.Resources, resourceOut(r))
+		rows = append(rows, resourceRow(r))
+	}
+	p := opts.Printer()
+	return p.emit(out, func() {
+		if len(all) == 0 && p.tty {
+			p.printf("no resources yet: create one with tblimit resources create\n")
+			return
+		}
+		p.table([]string{"NAME", "KIND", "LEDGER", "WINDOW", "DEFAULT LIMIT", "LAZY", "CURRENCY LEDGER"}, rows)
+	})
 }
 
 func resourceRow(r ledger.Resource) []string {
@@ -226,40 +241,43 @@ func resourceRow(r ledger.Resource) []string {
 		strconv.FormatUint(r.DefaultLimit, 10), strconv.FormatBool(r.Lazy), currency}
 }
 
-func newResourcesShow(g *globalOptions) *cobra.Command {
+type resourcesShowOptions struct {
+	Connect connectFunc
+	Printer func() *printer
+
+	Resource string
+}
+
+func newCmdResourcesShow(f *factory, runF func(context.Context, *resourcesShowOptions) error) *cobra.Command {
+	opts := &resourcesShowOptions{Connect: f.connect, Printer: f.printer}
 	return &cobra.Command{
 		Use:               "show RESOURCE",
 		Short:             "Show a resource, by name or ledger number",
-		Args:              args(cobra.ExactArgs(1)),
-		ValidArgsFunction: completeResources(g),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			ctx := cmd.Context()
-			var r ledger.Resource
-			err := g.run(ctx, func(c *ledger.Client) (err error) {
-				r, err = resolve(ctx, c, a[0])
-				return err
-			})
-			if err != nil {
-				return err
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: f.completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Resource = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			p := g.out()
-			return p.emit(resourceOut(r), func() {
-				row := resourceRow(r)
-				p.fields([][2]string{{"name", row[0]}, {"kind", row[1]}, {"ledger", row[2]}, {"window", row[3]},
-					{"default limit", row[4]}, {"lazy", row[5]}, {"currency ledger", row[6]}})
-			})
+			return resourcesShowRun(cmd.Context(), opts)
 		},
 	}
 }
 
-// trimLedger drops the "ledger: " prefix of the ledger package's errors,
-// for messages about the command line.
-func trimLedger(err error) string {
-	msg := err.Error()
-	for _, prefix := range []string{ledger.ErrInvalidResource.Error() + ": ", "ledger: "} {
-		if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-			return msg[len(prefix):]
-		}
+func resourcesShowRun(ctx context.Context, opts *resourcesShowOptions) error {
+	var r ledger.Resource
+	err := withResource(ctx, opts.Connect, opts.Resource, func(_ *ledger.Client, res ledger.Resource) error {
+		r = res
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return msg
+	p := opts.Printer()
+	return p.emit(resourceOut(r), func() {
+		row := resourceRow(r)
+		p.fields([][2]string{{"name", row[0]}, {"kind", row[1]}, {"ledger", row[2]}, {"window", row[3]},
+			{"default limit", row[4]}, {"lazy", row[5]}, {"currency ledger", row[6]}})
+	})
 }

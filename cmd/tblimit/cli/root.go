@@ -1,14 +1,18 @@
 // Package cli implements the tblimit command line; nothing in it exits the process.
+//
+// Every command has the shape of GitHub's gh: an options struct whose
+// dependencies are functions (taken from the factory), a constructor
+// newCmdX(f, runF) that parses arguments and flags into the options, and a
+// run function xRun(ctx, opts). Tests give the constructor a runF that
+// captures the options, so parsing is tested without a ledger. Errors become
+// exit codes and messages in one place (factory.exit).
 package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -36,10 +40,10 @@ func Main() ExitCode {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stderr := os.Stderr
-	f, restore := filterStderr()
+	filter, restore := filterStderr()
 	defer restore()
-	if f != nil {
-		nativeLogs, stderr = f, f.stderr
+	if filter != nil {
+		nativeLogs, stderr = filter, filter.stderr
 	}
 	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, stderr)
 }
@@ -47,65 +51,18 @@ func Main() ExitCode {
 // Run runs tblimit with args and returns its exit code; the end-to-end tests
 // call it in-process.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) ExitCode {
-	root := newRoot(stdin, stdout, stderr)
+	return run(ctx, args, newFactory(stdin, stdout, stderr))
+}
+
+// run runs tblimit with args on the streams and clock of f.
+func run(ctx context.Context, args []string, f *factory) ExitCode {
+	root := newRoot(f)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
-	}
-	var ex *exitError
-	if errors.As(err, &ex) {
-		if ex.err != nil {
-			fmt.Fprintln(stderr, "tblimit:", ex.err)
-		}
-		return ex.code
-	}
-	fmt.Fprintln(stderr, "tblimit:", err)
-	if isUsage(err) || isCobraUsage(err) {
-		return ExitUsage
-	}
-	return ExitError
+	return f.exit(root.ExecuteContext(ctx))
 }
 
-// isCobraUsage recognizes the command-line errors cobra makes itself.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "unknown command ") || strings.HasPrefix(msg, "required flag(s) ") ||
-		strings.HasPrefix(msg, "invalid argument ") || strings.HasPrefix(msg, "accepts ") ||
-		strings.HasPrefix(msg, "requires at least ") || strings.HasPrefix(msg, "unknown flag")
-}
-
-// exitError ends a command with a given code; err, if any, is printed.
-type exitError struct {
-	code ExitCode
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-// usageError marks an error in the command line.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
-}
-
-func isUsage(err error) bool {
-	var ue *usageError
-	return errors.As(err, &ue)
-}
-
-func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
+func newRoot(f *factory) *cobra.Command {
+	root := group(&cobra.Command{
 		Use:   "tblimit",
 		Short: "Rate, bandwidth and money limits kept as double-entry ledgers in TigerBeetle",
 		Long: `tblimit provisions and operates rate, bandwidth and money limits kept as
@@ -124,47 +81,35 @@ errors go to stderr, once.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.prepare(cmd)
+			return f.global.prepare(cmd)
 		},
-	}
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(flagError)
-	g.bind(root.PersistentFlags())
+	})
+	root.SetIn(f.in)
+	root.SetOut(f.out)
+	root.SetErr(f.errOut)
+	f.global.bind(root.PersistentFlags())
 	root.AddGroup(
 		&cobra.Group{ID: "provision", Title: "Provisioning:"},
 		&cobra.Group{ID: "operate", Title: "Operations:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"},
 	)
-	for _, c := range []*cobra.Command{newResources(g), newUsers(g), newApply(g)} {
+	for _, c := range []*cobra.Command{newCmdResources(f), newCmdUsers(f), newCmdApply(f, nil)} {
 		c.GroupID = "provision"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newAcquire(g), newPay(g), newFund(g), newUsage(g)} {
+	for _, c := range []*cobra.Command{newCmdAcquire(f, nil), newCmdPay(f, nil), newCmdFund(f, nil), newCmdUsage(f, nil)} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newTigerBeetle(g), newDemo()} {
+	for _, c := range []*cobra.Command{newCmdTigerBeetle(f), newCmdDemo(f, nil)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
 	root.SetHelpCommandGroupID("tools")
 	root.SetCompletionCommandGroupID("tools")
+	root.InitDefaultCompletionCmd()
+	usageConventions(root)
 	return root
-}
-
-// flagError makes flag errors usage errors, and explains a negative number
-// taken for a flag.
-func flagError(_ *cobra.Command, err error) error {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, "unknown shorthand flag") && i >= 0 {
-		arg := msg[i+len(" in "):]
-		if len(arg) > 1 && arg[1] >= '0' && arg[1] <= '9' {
-			return usagef("%q: negative numbers are not allowed (amounts and limits are whole numbers)", arg)
-		}
-	}
-	return &usageError{err}
 }
 
 // group makes cmd a noun whose verbs are its subcommands: alone it prints
@@ -172,20 +117,16 @@ func flagError(_ *cobra.Command, err error) error {
 func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		if len(args) == 0 {
+			return cmd.Help()
 		}
-		return cmd.Help()
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			return usagef("unknown command %q for %q (did you mean %s?)", args[0], cmd.CommandPath(), s[0])
+		}
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
 	return cmd
-}
-
-// args wraps a cobra argument check so that its errors are usage errors.
-func args(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, a []string) error {
-		if err := check(cmd, a); err != nil {
-			return &usageError{fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())}
-		}
-		return nil
-	}
 }

@@ -61,6 +61,9 @@ func TestDeadAddressOneLine(t *testing.T) {
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || !strings.Contains(lines[0], "127.0.0.1:1") {
 		t.Errorf("stderr = %q, want one tblimit: line naming the address", stderr)
 	}
+	if strings.Contains(stderr, "ledger: ") {
+		t.Errorf("stderr = %q, want one prefix, not tblimit: ... ledger: ...", stderr)
+	}
 
 	stderr, _ = runMain(t, "--verbose", "--addresses", "127.0.0.1:1", "--timeout", "2s", "resources", "list")
 	if !strings.Contains(stderr, "warning(message_bus)") || strings.Count(stderr, "tblimit: ") != 1 {

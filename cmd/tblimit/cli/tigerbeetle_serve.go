@@ -11,8 +11,39 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tblimit/tblimit/testenv/launch"
 )
+
+type serveOptions struct {
+	serverEnv
+	launchSpec
+	ReadyFD int // where to report readiness, as one JSON line; 0: nowhere
+}
+
+func newCmdServerServe(env func() serverEnv, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the server or cluster in the foreground and supervise it (what up starts)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.check(); err != nil {
+				return err
+			}
+			opts.serverEnv = env()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serverServeRun(cmd.Context(), opts)
+		},
+	}
+	opts.bind(cmd.Flags(), false)
+	cmd.Flags().IntVar(&opts.ReadyFD, "ready-fd", 0, "a file descriptor to report readiness on, as one JSON line")
+	return cmd
+}
 
 // launchOptions come after the supervisor's own launch options; the tests add a readiness
 // probe that accepts their fake tigerbeetle.
@@ -49,16 +80,16 @@ func (s supervised) stop() error {
 // until it is told to stop (SIGTERM, SIGINT). A single server that dies ends serve; a
 // replica of a cluster that dies (stopped or killed by hand, or crashed) is recorded as
 // down, and SIGHUP restarts the replicas that are down.
-func (o *serverOptions) serve(ctx context.Context) error {
+func serverServeRun(ctx context.Context, o *serveOptions) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
 	}
 	report := func(v any) {
-		if o.readyFD <= 0 {
+		if o.ReadyFD <= 0 {
 			return
 		}
-		f := os.NewFile(uintptr(o.readyFD), "ready")
+		f := os.NewFile(uintptr(o.ReadyFD), "ready")
 		_ = json.NewEncoder(f).Encode(v)
 		f.Close()
 	}
@@ -80,30 +111,30 @@ func (o *serverOptions) serve(ctx context.Context) error {
 		return err
 	}
 	report(st)
-	fmt.Fprintf(o.g.stderr, "tblimit: tigerbeetle running at %s (pid %d)\n", strings.Join(st.Addresses, ","), st.ServerPID)
+	fmt.Fprintf(o.ErrOut, "tblimit: tigerbeetle running at %s (pid %d)\n", strings.Join(st.Addresses, ","), st.ServerPID)
 	err = o.supervise(ctx, dir, s, st, hup)
 	_ = os.Remove(filepath.Join(dir, stateFile))
 	return err
 }
 
-func (o *serverOptions) launch(ctx context.Context, dir string) (supervised, error) {
+func (o *serveOptions) launch(ctx context.Context, dir string) (supervised, error) {
 	opts := append([]launch.Option{
-		launch.WithBinary(o.binary),
-		launch.WithPort(o.port),
-		launch.WithClusterID(o.g.clusterID),
-		launch.WithDevelopment(o.development),
-		launch.WithStderr(o.g.stderr),
+		launch.WithBinary(o.Binary),
+		launch.WithPort(o.Port),
+		launch.WithClusterID(o.ClusterID),
+		launch.WithDevelopment(o.Development),
+		launch.WithStderr(o.ErrOut),
 	}, launchOptions...)
-	if o.replicas == 1 {
+	if o.Replicas == 1 {
 		p, err := launch.Start(ctx, dir, opts...)
 		return supervised{single: p}, err
 	}
-	c, err := launch.StartCluster(ctx, dir, o.replicas, opts...)
+	c, err := launch.StartCluster(ctx, dir, o.Replicas, opts...)
 	return supervised{cluster: c}, err
 }
 
 // state describes s as the state file records it.
-func (o *serverOptions) state(dir string, s supervised, answering bool) serverJSON {
+func (o *serveOptions) state(dir string, s supervised, answering bool) serverJSON {
 	first := s.replica(0)
 	st := serverJSON{
 		Running:     true,
@@ -115,7 +146,7 @@ func (o *serverOptions) state(dir string, s supervised, answering bool) serverJS
 		Dir:         dir,
 		DataFile:    first.DataFile,
 		LogFile:     filepath.Join(dir, logFile),
-		Development: o.development,
+		Development: o.Development,
 	}
 	for i := range s.replicas() {
 		p := s.replica(i)
@@ -128,7 +159,7 @@ func (o *serverOptions) state(dir string, s supervised, answering bool) serverJS
 
 // supervise waits for the end: ctx done (stop everything), or the single server's exit. It
 // records the exits of a cluster's replicas and restarts them on SIGHUP.
-func (o *serverOptions) supervise(ctx context.Context, dir string, s supervised, st serverJSON, hup <-chan os.Signal) error {
+func (o *serveOptions) supervise(ctx context.Context, dir string, s supervised, st serverJSON, hup <-chan os.Signal) error {
 	exited := make(chan *launch.Process, s.replicas())
 	watch := func(p *launch.Process) {
 		go func() {
@@ -146,7 +177,7 @@ func (o *serverOptions) supervise(ctx context.Context, dir string, s supervised,
 			if s.cluster != nil {
 				err = nil // replicas stopped or killed by hand are not the supervisor's failure
 			}
-			fmt.Fprintln(o.g.stderr, "tblimit: tigerbeetle stopped")
+			fmt.Fprintln(o.ErrOut, "tblimit: tigerbeetle stopped")
 			return err
 		case p := <-exited:
 			if p.Stopped() {
@@ -155,7 +186,7 @@ func (o *serverOptions) supervise(ctx context.Context, dir string, s supervised,
 			if s.cluster == nil {
 				return fmt.Errorf("tigerbeetle exited by itself: %v", p.Wait())
 			}
-			fmt.Fprintf(o.g.stderr, "tblimit: replica %d (pid %d) exited: %v; tblimit tigerbeetle up restarts it\n",
+			fmt.Fprintf(o.ErrOut, "tblimit: replica %d (pid %d) exited: %v; tblimit tigerbeetle up restarts it\n",
 				p.Replica, p.Cmd.Process.Pid, p.Wait())
 			st.Replicas[p.Replica].Running = false
 			_ = saveState(dir, st)
@@ -171,19 +202,19 @@ func (o *serverOptions) supervise(ctx context.Context, dir string, s supervised,
 			// still finds every replica recorded.
 			err := s.cluster.Restart(context.Background())
 			if err != nil {
-				fmt.Fprintf(o.g.stderr, "tblimit: restarting replicas: %v\n", err)
+				fmt.Fprintf(o.ErrOut, "tblimit: restarting replicas: %s\n", message(err))
 			}
 			for i, p := range before {
 				if now := s.replica(i); now != p {
 					watch(now)
-					fmt.Fprintf(o.g.stderr, "tblimit: replica %d restarted (pid %d)\n", i, now.Cmd.Process.Pid)
+					fmt.Fprintf(o.ErrOut, "tblimit: replica %d restarted (pid %d)\n", i, now.Cmd.Process.Pid)
 				}
 			}
 			started := st.Started
 			st = o.state(dir, s, err == nil)
 			st.Started = started
 			if err := saveState(dir, st); err != nil {
-				fmt.Fprintf(o.g.stderr, "tblimit: %v\n", err)
+				fmt.Fprintf(o.ErrOut, "tblimit: %s\n", message(err))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -15,18 +16,26 @@ import (
 )
 
 type usersImportOptions struct {
-	g *globalOptions
+	Connect connectFunc
+	Printer func() *printer
+	Open    openFunc
+	ErrOut  io.Writer // the progress bar
+	Now     func() time.Time
+
+	Resource string
+	File     string // - for standard input
 }
 
-func newUsersImport(g *globalOptions) *cobra.Command {
-	o := &usersImportOptions{g: g}
+func newCmdUsersImport(f *factory, runF func(context.Context, *usersImportOptions) error) *cobra.Command {
+	opts := &usersImportOptions{Connect: f.connect, Printer: f.printer, Open: f.open, ErrOut: f.errOut, Now: time.Now}
 	return &cobra.Command{
 		Use:   "import RESOURCE FILE.csv",
 		Short: "Add users with their limits from a CSV file, in bulk (idempotent)",
 		Long: `Import users and their limits from a CSV file (- for standard input): one user a
 line, KEY[,LIMIT]. An empty or missing LIMIT means the resource's default
 limit. A first line "key,limit" is a header and is skipped; lines starting
-with # are comments. Keys are trimmed of surrounding spaces.
+with # are comments. Keys follow the key rule (tblimit users --help): a key
+with white space at either end is an error, not trimmed.
 
   key,limit
   alice,100
@@ -41,16 +50,20 @@ Importing is idempotent: users that exist with the limit in the file are left
 alone, users with another limit get the file's limit (as set-limit would),
 and re-running an import that was interrupted completes it. A progress bar
 is drawn on a terminal; a summary is printed at the end.`,
-		Args:              args(cobra.ExactArgs(2)),
-		ValidArgsFunction: completeResources(g),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return o.run(cmd.Context(), a[0], a[1])
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: f.completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Resource, opts.File = args[0], args[1]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return usersImportRun(cmd.Context(), opts)
 		},
 	}
 }
 
-func (o *usersImportOptions) run(ctx context.Context, res, file string) error {
-	name, in, closeIn, err := o.g.input(file)
+func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
+	name, in, closeIn, err := opts.Open(opts.File)
 	if err != nil {
 		return err
 	}
@@ -59,13 +72,9 @@ func (o *usersImportOptions) run(ctx context.Context, res, file string) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start := opts.Now()
 	sum := importJSON{File: name, Users: len(rows)}
-	err = o.g.run(ctx, func(c *ledger.Client) error {
-		r, err := resolve(ctx, c, res)
-		if err != nil {
-			return err
-		}
+	err = withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		sum.Resource = r.Name
 		existing, err := c.Users(ctx, r)
 		if err != nil {
@@ -93,31 +102,43 @@ func (o *usersImportOptions) run(ctx context.Context, res, file string) error {
 			}
 			todo = append(todo, ledger.UserLimit{Key: row.key, Limit: limit})
 		}
-		per := ledger.BatchMax
-		if r.Kind == ledger.Money {
-			per = ledger.BatchMax / 2 // two accounts per user
-		}
-		bar := newProgress(o.g.stderr, "importing "+r.Name, len(todo))
+		bar := newProgress(opts.ErrOut, "importing "+r.Name, len(todo))
 		defer bar.finish()
-		for i := 0; i < len(todo); i += per {
-			j := min(i+per, len(todo))
-			if err := c.Provision(ctx, r, todo[i:j]...); err != nil {
+		return provision(ctx, c, r, todo, func(i, j int, err error) error {
+			if err != nil {
 				return fmt.Errorf("importing %s (users %d to %d of %d to write; %d written before; run the import again to complete it): %w",
 					name, i+1, j, len(todo), i, err)
 			}
 			bar.set(j)
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return err
 	}
-	sum.Seconds = time.Since(start).Seconds()
-	p := o.g.out()
+	took := opts.Now().Sub(start)
+	sum.Seconds = took.Seconds()
+	p := opts.Printer()
 	return p.emit(sum, func() {
 		p.printf("imported %s into %s: %d users, %d added, %d changed, %d unchanged in %s\n",
-			name, sum.Resource, sum.Users, sum.Added, sum.Changed, sum.Unchanged, human(time.Since(start)))
+			name, sum.Resource, sum.Users, sum.Added, sum.Changed, sum.Unchanged, human(took))
 	})
+}
+
+// provision provisions users in batches that fit one request, and calls
+// done after each batch users[i:j] with its error; done's error ends it.
+func provision(ctx context.Context, c *ledger.Client, r ledger.Resource, users []ledger.UserLimit, done func(i, j int, err error) error) error {
+	per := ledger.BatchMax
+	if r.Kind == ledger.Money {
+		per = ledger.BatchMax / 2 // two accounts per user
+	}
+	for i := 0; i < len(users); i += per {
+		j := min(i+per, len(users))
+		if err := done(i, j, c.Provision(ctx, r, users[i:j]...)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // csvUser is one line of an import file.
@@ -128,12 +149,12 @@ type csvUser struct {
 }
 
 // parseUsersCSV reads and checks a whole import file; errors name the file
-// and line.
+// and line. A UTF-8 byte order mark at the start, as spreadsheet programs
+// write, is skipped.
 func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
-	r := csv.NewReader(in)
+	r := csv.NewReader(skipBOM(in))
 	r.FieldsPerRecord = -1
 	r.Comment = '#'
-	r.TrimLeadingSpace = true
 	r.ReuseRecord = true
 	var out []csvUser
 	seen := make(map[string]int)
@@ -156,10 +177,11 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 		if len(rec) > 2 {
 			return nil, fmt.Errorf("%s:%d: %d fields, want KEY[,LIMIT]", name, line, len(rec))
 		}
-		u := csvUser{key: strings.TrimSpace(rec[0]), line: line}
-		if err := checkKey(u.key); err != nil {
+		key, err := ledger.NormalizeKey(rec[0])
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
+		u := csvUser{key: key, line: line}
 		if len(rec) == 2 && strings.TrimSpace(rec[1]) != "" {
 			n, err := parseLimit(rec[1])
 			if err != nil {
@@ -182,4 +204,16 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 func isHeader(field string) bool {
 	f := strings.ToLower(strings.TrimSpace(field))
 	return f == "key" || f == "user"
+}
+
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
+const utf8BOM = "\ufeff"
+
+// skipBOM returns in without a byte order mark at its start.
+func skipBOM(in io.Reader) io.Reader {
+	br := bufio.NewReader(in)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && string(b) == utf8BOM {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
 }

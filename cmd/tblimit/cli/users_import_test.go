@@ -244,3 +244,31 @@ func BenchmarkImport100kUsers(b *testing.B) {
 		run("users", "import", "api", csv)
 	}
 }
+
+// A CSV file as spreadsheet programs save it, with a UTF-8 byte order mark
+// and CRLF line ends, imports.
+func TestImportCSVWithBOM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "1000")
+	for i, content := range []string{"\ufeffkey,limit\r\nalice,10\r\nbob,\r\n", "\ufeffcarol,7\n"} {
+		csv := filepath.Join(t.TempDir(), "excel.csv")
+		if err := os.WriteFile(csv, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var sum importJSON
+		e.json(ExitOK, &sum, "users", "import", "api", csv)
+		if sum.Users != 2-i || sum.Added != 2-i {
+			t.Fatalf("import %q = %+v, want %d added", content, sum, 2-i)
+		}
+	}
+	var list usersJSON
+	e.json(ExitOK, &list, "users", "list", "api")
+	got := map[string]uint64{}
+	for _, u := range list.Users {
+		got[u.User] = u.Limit
+	}
+	if len(got) != 3 || got["alice"] != 10 || got["bob"] != 1000 || got["carol"] != 7 {
+		t.Errorf("users = %v, want alice 10, bob 1000 (the default), carol 7", got)
+	}
+}

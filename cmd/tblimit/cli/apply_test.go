@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// A YAML syntax error names the line of the fault, not the line where the
+// enclosing block starts (yaml.v3 says line 1 for most of these).
+func TestApplyYAMLErrorLines(t *testing.T) {
+	const head = "resources:\n  - name: api\n    kind: requests\n    ledger: 1\n" // lines 1-4
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"indentation", head + "   window: 1m\n    default_limit: 5\n", "l.yaml:5: did not find expected '-' indicator"},
+		{"a list item in a mapping", head + "    - window: 1m\n    default_limit: 5\n", "l.yaml:5: did not find expected key"},
+		{"an unclosed flow list", head + "    window: [1m\n    default_limit: 5\n", "l.yaml:5: "},
+		{"an unclosed quote", head + "    window: \"1m\n    default_limit: 5\n", "l.yaml:5: "},
+		{"a colon in a value", head + "    window: 1m: 2\n    default_limit: 5\n", "l.yaml:5: mapping values are not allowed"},
+		{"a tab", head + "    window: 1m\n\tdefault_limit: 5\n", "l.yaml:6: "},
+		{"the second resource", head + "    window: 1m\n    default_limit: 5\n  - name: b\n    kind: bytes\n   ledger: 2\n", "l.yaml:9: "},
+		{"the second document", head + "    window: 1m\n    default_limit: 5\n---\na: [\n", "l.yaml:8: "},
+		{"the first line", "resources: [\n", "l.yaml:1: "},
+		{"no newline at the end", head + "   window: 1m", "l.yaml:5: "},
+		{"with a byte order mark", "\ufeff" + head + "   window: 1m\n", "l.yaml:5: "},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "yaml: ") {
+			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestFaultLine(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want int
+	}{
+		{"a: [\n", 1},
+		{"a: 1\nb: 2\n c: 3\n", 3},
+		{"a: 1\nb:\n  - x\n - y\n", 4},
+	} {
+		if got := faultLine([]byte(c.yaml)); got != c.want {
+			t.Errorf("faultLine(%q) = %d, want %d", c.yaml, got, c.want)
+		}
+	}
+}

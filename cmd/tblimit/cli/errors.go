@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// The errors of the command line are told apart by type, never by their
+// text: a usageError is a bad command line (exit 2), a silentError ends a
+// command with a code and no message (its result is on stdout), a
+// hintedError already says what to do. factory.exit turns them into exit
+// codes and messages, in one place.
+
+// usageError marks an error in the command line: an unknown command or
+// flag, a wrong number of arguments, a malformed argument or flag value.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+func isUsage(err error) bool {
+	var ue *usageError
+	return errors.As(err, &ue)
+}
+
+// silentError ends a command with an exit code and no error message.
+type silentError struct{ code ExitCode }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// denied ends a command whose request a limit denied: exit code 3, and no
+// error message (the decision was printed).
+var denied = &silentError{code: ExitDenied}
+
+// hintedError is an error with the command's own advice; the general advice
+// factory.explain adds is then left out.
+type hintedError struct {
+	err  error
+	hint string
+}
+
+func (e *hintedError) Error() string { return fmt.Sprintf("%v (%s)", e.err, e.hint) }
+func (e *hintedError) Unwrap() error { return e.err }
+
+func hint(err error, format string, args ...any) error {
+	return &hintedError{err: err, hint: fmt.Sprintf(format, args...)}
+}
+
+// usageConventions makes the errors of the command line under root usage
+// errors by type: flag errors through cobra's flag error function, and
+// argument errors by wrapping the Args check of every command in the tree,
+// those cobra adds (completion and its shells) included. Commands declare
+// their Args with cobra's checks; every command has one (a test checks). A
+// noun without a run function of its own (cobra's completion) becomes a
+// group, so that an unknown verb is a usage error, not its help.
+func usageConventions(root *cobra.Command) {
+	root.SetFlagErrorFunc(flagError)
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && !c.Runnable() {
+			group(c)
+		}
+		if c.Args != nil {
+			c.Args = usageArgs(c.Args)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// usageArgs wraps a cobra argument check so that its errors are usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return &usageError{fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())}
+		}
+		return nil
+	}
+}
+
+// flagError makes flag errors usage errors, and explains a negative number
+// taken for a flag (pflag reads "-3" as the unknown shorthand flag 3).
+func flagError(_ *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		if s := ne.GetSpecifiedShortnames(); s != "" && s[0] >= '0' && s[0] <= '9' {
+			return usagef("%q: negative numbers are not allowed (amounts and limits are whole numbers)", "-"+s)
+		}
+	}
+	return &usageError{err}
+}
+
+// retryable adds to an error whose answer was lost how to retry the attempt.
+func retryable(err error) error {
+	if id, ok := ledger.AttemptID(err); ok {
+		return fmt.Errorf("%w; it may still have been applied: retry with --id %s to make sure it counts once", err, id)
+	}
+	return err
+}
+
+// usedID explains an ID given again for a different request.
+func usedID(err error) error {
+	if errors.Is(err, ledger.ErrInvalidID) {
+		return errors.New("--id was already used for a different request")
+	}
+	return err
+}
+
+// explain adds what the user can do about an error from the ledger, unless
+// the command said it already.
+func (f *factory) explain(err error) error {
+	var h *hintedError
+	switch {
+	case errors.As(err, &h):
+		return err
+	case errors.Is(err, ledger.ErrUnknownUser):
+		return hint(err, "add it with tblimit users add")
+	case errors.Is(err, ledger.ErrUnavailable) && len(f.global.addresses) > 0:
+		return hint(err, "is a cluster with ID %d running at %s? tblimit tigerbeetle status tells about a local one",
+			f.global.clusterID, strings.Join(f.global.addresses, ","))
+	}
+	return err
+}
+
+// exit prints err, once, and returns the exit code it means.
+func (f *factory) exit(err error) ExitCode {
+	if err == nil {
+		return ExitOK
+	}
+	var s *silentError
+	if errors.As(err, &s) {
+		return s.code
+	}
+	fmt.Fprintln(f.errOut, "tblimit:", message(f.explain(err)))
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// message is the text tblimit prints for err, after its own "tblimit: ".
+//
+// The packages tblimit uses prefix their errors with their names ("ledger:
+// unknown user"), as Go errors should; tblimit says who is speaking once, so
+// message drops those prefixes wherever an error was wrapped into another.
+// For the ledger's errors about an input that the command line names itself
+// ("USER: ", "--window ", "FILE:LINE: "), it also drops the ledger's words
+// for the kind of input ("invalid user key: "), which would only repeat
+// them. This is presentation only: no decision is taken on the text.
+func message(err error) string {
+	msg := err.Error()
+	for _, in := range inputErrors {
+		if errors.Is(err, in) {
+			msg = strings.ReplaceAll(msg, in.Error()+": ", "")
+		}
+	}
+	return dropPackagePrefixes(msg)
+}
+
+// inputErrors are the ledger's errors about an input.
+var inputErrors = []error{ledger.ErrInvalidKey, ledger.ErrInvalidResource, ledger.ErrInvalidWindow, ledger.ErrInvalidAmount}
+
+// packagePrefixes are the prefixes of the errors of the packages tblimit
+// prints errors from.
+var packagePrefixes = []string{"ledger: ", "embedded: ", "launch: "}
+
+// dropPackagePrefixes drops the package prefixes at the start of msg and
+// after every ": ", except inside double-quoted strings (a quoted user key
+// is printed as it is).
+func dropPackagePrefixes(msg string) string {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(msg); {
+		if !quoted && (i == 0 || strings.HasSuffix(msg[:i], ": ")) {
+			if n := packagePrefix(msg[i:]); n > 0 {
+				i += n
+				continue
+			}
+		}
+		switch c := msg[i]; {
+		case quoted && c == '\\' && i+1 < len(msg):
+			b.WriteString(msg[i : i+2])
+			i += 2
+			continue
+		case c == '"':
+			quoted = !quoted
+		}
+		b.WriteByte(msg[i])
+		i++
+	}
+	return b.String()
+}
+
+// packagePrefix returns the length of the package prefix s starts with, or 0.
+func packagePrefix(s string) int {
+	for _, p := range packagePrefixes {
+		if strings.HasPrefix(s, p) {
+			return len(p)
+		}
+	}
+	return 0
+}

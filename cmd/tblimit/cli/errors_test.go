@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+)
+
+func TestMessage(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, "bob"), `unknown user: "bob" on api`},
+		{fmt.Errorf("--addresses 3000: %w", ledger.ErrUnavailable), "--addresses 3000: cluster unavailable"},
+		{fmt.Errorf("importing f.csv: %w", fmt.Errorf("ledger: provision %q: %w", "a", errors.New("ledger: boom"))), `importing f.csv: provision "a": boom`},
+		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, "ledger: x"), `unknown user: "ledger: x" on api`}, // a key is printed as it is
+		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, `a\"b: ledger: c`), `unknown user: "a\\\"b: ledger: c" on api`},
+		{fmt.Errorf("USER: %w", fmt.Errorf("%w: empty user key", ledger.ErrInvalidKey)), "USER: empty user key"},
+		{fmt.Errorf("%w: %s is in use", embedded.ErrBusy, "/d"), "journal busy: /d is in use"},
+		{errors.New(`bare " quote: ledger: x`), `bare " quote: ledger: x`}, // unbalanced: left alone from there on
+	} {
+		if got := message(c.err); got != c.want {
+			t.Errorf("message(%q) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// Every error path prints one line that starts with the one prefix
+// "tblimit: ", never a package's ("tblimit: ledger: ...").
+func TestErrorsHaveOnePrefix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
+	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
+	e.ok("users", "add", "usd", "alice")
+	for _, args := range [][]string{
+		{"acquire", "api", "bob"},
+		{"acquire", "nope", "bob"},
+		{"users", "show", "api", "bob"},
+		{"users", "set-limit", "api", "bob", "3"},
+		{"usage", "api", "bob"},
+		{"fund", "usd", "bob", "1"},
+		{"pay", "usd", "alice", "bob", "1"},
+		{"pay", "usd", "bob", "alice", "1"},
+		{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "0s", "--limit", "1"},
+		{"resources", "create", "x!", "--kind", "requests", "--ledger", "9", "--window", "1s", "--limit", "1"},
+		{"resources", "create", "x", "--kind", "money", "--ledger", "9", "--currency", "9", "--window", "1s", "--limit", "1"},
+	} {
+		r := e.run(args...)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if r.code == ExitOK || len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || strings.Contains(r.stderr, "ledger: ") {
+			t.Errorf("tblimit %s: stderr %q, want an error: one line with one prefix", strings.Join(args, " "), r.stderr)
+		}
+	}
+	// The data file in use: the embedded engine's prefix goes too.
+	held, err := embedded.Open(e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.code(ExitError, "resources", "list")
+	held.Close()
+	if strings.Contains(r.stderr, "embedded: ") || strings.Count(r.stderr, "tblimit: ") != 1 {
+		t.Errorf("data file in use: stderr %q, want one prefix", r.stderr)
+	}
+	// A file that is not a journal at all.
+	bad := filepath.Join(t.TempDir(), "bad.journal")
+	if err := os.WriteFile(bad, []byte("not a journal, not at all, no"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.code(ExitError, "--data", bad, "resources", "list")
+	if strings.Contains(r.stderr, "embedded: ") || strings.Count(r.stderr, "tblimit: ") != 1 {
+		t.Errorf("a damaged data file: stderr %q, want one prefix", r.stderr)
+	}
+}
