@@ -112,7 +112,7 @@ func retryable(err error) error {
 
 // usedID explains an ID given again for a different request.
 func usedID(err error) error {
-	if errors.Is(err, ledger.ErrInvalidID) {
+	if errors.Is(err, ledger.ErrIDReused) {
 		return errors.New("--id was already used for a different request")
 	}
 	return err
