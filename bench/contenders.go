@@ -47,6 +47,9 @@ type instance struct {
 	// clientOps returns what the ledger.Client of a tblimit row sent so
 	// far (its Stats), or nil: the engine-independent count.
 	clientOps func() map[string]opCount
+	// opsSource names what ops counts, when it is neither the engine (an
+	// in-process row) nor the client calls (a real-server row).
+	opsSource string
 	close     func()
 }
 

@@ -244,6 +244,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 		rawEngine(),
 	}
 	all = append(all, real...)
+	all = append(all, modelledContenders()...)
 	all = append(all, redisRate(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool), xRate())
 	var contenders []*contender
 	for _, c := range all {
@@ -386,7 +387,14 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 	m1 := mallocs()
 	r.fill(c, cl, ws, elapsed, capped, m1-m0)
 	if inst.ops != nil {
-		r.setOps(before, inst.ops(), c.inProcess)
+		source := "engine"
+		switch {
+		case inst.opsSource != "":
+			source = inst.opsSource
+		case !c.inProcess:
+			source = "client calls"
+		}
+		r.setOps(before, inst.ops(), source)
 	}
 	if inst.clientOps != nil {
 		r.ClientOps = diffOps(clientBefore, inst.clientOps())
