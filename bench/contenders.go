@@ -50,7 +50,9 @@ type instance struct {
 	// opsSource names what ops counts, when it is neither the engine (an
 	// in-process row) nor the client calls (a real-server row).
 	opsSource string
-	close     func()
+	// model returns what a modelled row's client did so far, or is nil.
+	model func() modelCount
+	close func()
 }
 
 // opCount is the requests (or calls) of one operation and the events they carried.

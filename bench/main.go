@@ -375,6 +375,10 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 	if inst.clientOps != nil {
 		clientBefore = inst.clientOps()
 	}
+	var modelBefore modelCount
+	if inst.model != nil {
+		modelBefore = inst.model()
+	}
 	// The window check needs every admission's time; every contender's
 	// decisions are timed then, so that all pay the same clock reads.
 	opts := driveOpts{callers: cl.callers, n: cfg.Decisions, maxTime: cfg.MaxTime, sample: cfg.Sample,
@@ -398,6 +402,13 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 	}
 	if inst.clientOps != nil {
 		r.ClientOps = diffOps(clientBefore, inst.clientOps())
+	}
+	if inst.model != nil && elapsed > 0 {
+		m := inst.model()
+		r.ModelBusy = float64(m.busy-modelBefore.busy) / float64(elapsed)
+		if n := m.requests - modelBefore.requests; n > 0 {
+			r.ModelOverran = float64(m.overran-modelBefore.overran) / float64(n)
+		}
 	}
 	r.setCost()
 	if opts.record {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
@@ -58,8 +59,18 @@ func modelledSetup(setup func(*simnet.Client) (*instance, error)) (*instance, er
 	sc.SetModel(simnet.RealServer0179)
 	inst.ops = func() map[string]opCount { return simnetOps(sc.Stats()) }
 	inst.opsSource = modelledOps
+	inst.model = func() modelCount {
+		st := sc.Stats()
+		return modelCount{busy: st.Busy, requests: st.Requests(), overran: st.Overran}
+	}
 	inst.close = closeAll
 	return inst, nil
+}
+
+// modelCount is what a modelled client did so far.
+type modelCount struct {
+	busy              time.Duration
+	requests, overran uint64
 }
 
 // simnetOps is what a simnet.Client sent: requests (merged calls) and events,

@@ -72,6 +72,15 @@ type result struct {
 	// ("ledger.Client"). The last one is the one shown and compared: the
 	// engine-independent count where there is one.
 	Cost []cost `json:"cost_per_admitted,omitempty"`
+	// ModelBusy is, for a modelled row, the share of the cell's time the
+	// modelled client had a request in flight: below 1, its callers (this
+	// machine's CPU) did not keep it busy.
+	ModelBusy float64 `json:"model_busy_share,omitempty"`
+	// ModelOverran is the share of a modelled row's requests that the
+	// embedded engine took longer to apply than the model gave them (they
+	// took that long): above a few percent, this machine, not the model,
+	// set the pace.
+	ModelOverran float64 `json:"model_overran_share,omitempty"`
 	// Windows are the per-window bounds checked on the admissions
 	// (-window-check): at most the limit in any window.
 	Windows []windowResult `json:"window_checks,omitempty"`
@@ -205,9 +214,13 @@ func (r *result) progress() string {
 	case r.Failed != "":
 		return fmt.Sprintf("%-5s %4d callers  %-22s FAILED: %s", r.Workload, r.Callers, r.Contender, r.Failed)
 	}
-	return fmt.Sprintf("%-5s %4d callers  %-22s %12s/s  p50 %8s  p99 %8s  admitted %d of %d (%s %d: %s)",
+	busy := ""
+	if r.ModelBusy > 0 {
+		busy = fmt.Sprintf(", model busy %.0f%%, engine overran %.1f%% of requests", 100*r.ModelBusy, 100*r.ModelOverran)
+	}
+	return fmt.Sprintf("%-5s %4d callers  %-22s %12s/s  p50 %8s  p99 %8s  admitted %d of %d (%s %d: %s)%s",
 		r.Workload, r.Callers, r.Contender, thousands(r.DecisionsPerSec), dur(r.Latency.P50), dur(r.Latency.P99),
-		r.Admitted, r.Decisions, r.Expected.Kind, r.Expected.Value, r.Check)
+		r.Admitted, r.Decisions, r.Expected.Kind, r.Expected.Value, r.Check, busy)
 }
 
 // ratio is tblimit's decisions per second divided by another contender's,

@@ -20,9 +20,10 @@ import (
 // wrapped client). Nop, answered by a real client without a request, goes
 // straight to the wrapped client.
 type Client struct {
-	tb  tb.Client
-	clk clock
-	rng *rand.Rand // the dispatcher's only
+	tb   tb.Client
+	clk  clock
+	rng  *rand.Rand    // the dispatcher's only
+	debt time.Duration // compaction owed (see Model); the dispatcher's only
 
 	mu      sync.Mutex
 	wake    *sync.Cond // the dispatcher waits on it for a request to send
@@ -259,19 +260,25 @@ func (c *Client) serve(r *request, start time.Time, m *Model, f *Faults, release
 		start = released // the retry leaves now
 	}
 	twice := c.draw(f.Duplicate)
+	t0 := c.clk.Now()
 	o := r.apply()
 	if twice {
 		c.note(func(s *Stats) { s.Duplicated++ })
 		o = o.add(r.apply())
 	}
-	cost := m.cost(r.op, o, c.rng)
+	took := c.clk.Now().Sub(t0)
+	cost := m.cost(r.op, o, c.rng, &c.debt)
 	if f.Delay > 0 {
 		cost += time.Duration(c.rng.Int64N(int64(f.Delay)))
 	}
-	end := start.Add(cost)
-	if now := c.clk.Now(); now.After(end) {
-		end = now // the wrapped client took longer: no more
+	// If the wrapped client took longer than the model, the request took
+	// that long, no more. Time the process was not scheduled (a late
+	// start) is not the server's: a late dispatcher catches up.
+	if took > cost {
+		c.note(func(s *Stats) { s.Overran++ })
+		cost = took
 	}
+	end := start.Add(cost)
 	c.clk.SleepUntil(end, c.closing)
 	if c.draw(f.DropReply) {
 		c.note(func(s *Stats) { s.DroppedReplies++ })

@@ -385,6 +385,9 @@ func TestASlowWrappedClientAddsNothing(t *testing.T) {
 	if got := clk.Now().Sub(t0); got != 5*time.Millisecond {
 		t.Errorf("took %v, want 5ms: the engine's own time, not 5ms + 1ms", got)
 	}
+	if got := c.Stats().Overran; got != 1 {
+		t.Errorf("overran %d, want 1", got)
+	}
 }
 
 func TestStallsAreSeededAndAverageTheirMean(t *testing.T) {
@@ -492,5 +495,32 @@ func TestConcurrentUseIsExact(t *testing.T) {
 	st := c.Stats()
 	if st.Ops[CreateTransfers].Calls != 1600 || st.Ops[CreateTransfers].Events != 1600 || st.Ops[LookupAccounts].Calls != 1600 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestCompactionPauses(t *testing.T) {
+	f := newLedger(t, 1, 100)
+	clk := newFakeClock(true)
+	m := Model{RoundTrip: 100 * time.Microsecond, CompactionPerEvent: time.Millisecond, CompactionPause: 3 * time.Millisecond}
+	c := New(f.e, m, withClock(clk))
+	defer c.Close()
+	var took []time.Duration
+	for range 7 {
+		before := clk.Now()
+		if _, err := c.CreateTransfers([]tb.Transfer{f.take(0)}); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, clk.Now().Sub(before))
+	}
+	// Lookups owe nothing, but pay a pause that is due.
+	before := clk.Now()
+	if _, err := c.LookupAccounts(f.users); err != nil {
+		t.Fatal(err)
+	}
+	took = append(took, clk.Now().Sub(before))
+	rt, pause := 100*time.Microsecond, 3100*time.Microsecond
+	want := []time.Duration{rt, rt, pause, rt, rt, pause, rt, rt}
+	if !slices.Equal(took, want) {
+		t.Errorf("took %v, want %v: a pause every third created transfer", took, want)
 	}
 }

@@ -22,7 +22,8 @@
 //     never spans callers, and each caller gets its own results, with the
 //     timestamps the wrapped client gave.
 //   - Each request takes the time its Model gives (RoundTrip + per request +
-//     per event + an occasional stall). The calls are applied when it leaves;
+//     per event + occasional stalls + pauses for the compaction its writes
+//     owe). The calls are applied when it leaves;
 //     its callers are answered when it ends. Ends are absolute deadlines: a
 //     request that leaves when the previous one ends starts at that end in
 //     model time, however late the process woke up, so timer jitter does not
@@ -33,7 +34,8 @@
 //   - Faults (stalls, lost requests and replies, duplicates, delays) can be
 //     injected for tests, from a seeded generator.
 //
-// RealServer0179 is calibrated on a real 0.17.9 server (CALIBRATION.md).
+// RealServer0179 is calibrated on a real 0.17.9 server (CALIBRATION.md says
+// on what, how well, and where it is too kind).
 // The model has no server shared between Clients: several Clients on one
 // engine do not wait for each other, as several clients of one real
 // cluster would. Expiry of pending transfers costs nothing in the model.

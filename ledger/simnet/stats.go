@@ -15,6 +15,9 @@ type Stats struct {
 	Ops [opCount]OpStats
 	// Busy is the model time requests were in flight.
 	Busy time.Duration
+	// Overran counts the requests the wrapped client took longer to apply
+	// than the model gave them (they took that long).
+	Overran uint64
 	// Faults injected: requests stalled, lost before being applied, lost
 	// after (their reply), and applied twice.
 	Stalled, DroppedRequests, DroppedReplies, Duplicated uint64
