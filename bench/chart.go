@@ -34,6 +34,10 @@ var styles = map[string]struct {
 	"tblimit/tigerbeetle+coalesce": {color.RGBA{0x17, 0xbe, 0xcf, 0xff}, draw.PyramidGlyph{}, true, false},
 	"tblimit/tigerbeetle+leases":   {color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, draw.RingGlyph{}, true, false},
 	"raw client/tigerbeetle":       {color.RGBA{0x8c, 0x56, 0x4b, 0xff}, draw.TriangleGlyph{}, false, true},
+	"tblimit/modelled":             {color.RGBA{0x6a, 0x3d, 0x9a, 0xff}, draw.CircleGlyph{}, true, true},
+	"tblimit/modelled+coalesce":    {color.RGBA{0x1f, 0x9e, 0x89, 0xff}, draw.PyramidGlyph{}, true, true},
+	"tblimit/modelled+leases":      {color.RGBA{0xb1, 0x59, 0x28, 0xff}, draw.RingGlyph{}, true, true},
+	"raw client/modelled":          {color.RGBA{0x33, 0x33, 0x33, 0xff}, draw.TriangleGlyph{}, false, true},
 	"redis_rate":                   {color.RGBA{0x1f, 0x77, 0xb4, 0xff}, draw.SquareGlyph{}, false, false},
 	"x/time/rate":                  {color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, draw.CrossGlyph{}, false, false},
 }

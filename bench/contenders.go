@@ -47,7 +47,12 @@ type instance struct {
 	// clientOps returns what the ledger.Client of a tblimit row sent so
 	// far (its Stats), or nil: the engine-independent count.
 	clientOps func() map[string]opCount
-	close     func()
+	// opsSource names what ops counts, when it is neither the engine (an
+	// in-process row) nor the client calls (a real-server row).
+	opsSource string
+	// model returns what a modelled row's client did so far, or is nil.
+	model func() modelCount
+	close func()
 }
 
 // opCount is the requests (or calls) of one operation and the events they carried.

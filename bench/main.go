@@ -244,6 +244,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 		rawEngine(),
 	}
 	all = append(all, real...)
+	all = append(all, modelledContenders()...)
 	all = append(all, redisRate(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool), xRate())
 	var contenders []*contender
 	for _, c := range all {
@@ -374,6 +375,10 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 	if inst.clientOps != nil {
 		clientBefore = inst.clientOps()
 	}
+	var modelBefore modelCount
+	if inst.model != nil {
+		modelBefore = inst.model()
+	}
 	// The window check needs every admission's time; every contender's
 	// decisions are timed then, so that all pay the same clock reads.
 	opts := driveOpts{callers: cl.callers, n: cfg.Decisions, maxTime: cfg.MaxTime, sample: cfg.Sample,
@@ -386,10 +391,24 @@ func measure(ctx context.Context, cfg *config, c *contender, cl cell, log io.Wri
 	m1 := mallocs()
 	r.fill(c, cl, ws, elapsed, capped, m1-m0)
 	if inst.ops != nil {
-		r.setOps(before, inst.ops(), c.inProcess)
+		source := "engine"
+		switch {
+		case inst.opsSource != "":
+			source = inst.opsSource
+		case !c.inProcess:
+			source = "client calls"
+		}
+		r.setOps(before, inst.ops(), source)
 	}
 	if inst.clientOps != nil {
 		r.ClientOps = diffOps(clientBefore, inst.clientOps())
+	}
+	if inst.model != nil && elapsed > 0 {
+		m := inst.model()
+		r.ModelBusy = float64(m.busy-modelBefore.busy) / float64(elapsed)
+		if n := m.requests - modelBefore.requests; n > 0 {
+			r.ModelOverran = float64(m.overran-modelBefore.overran) / float64(n)
+		}
 	}
 	r.setCost()
 	if opts.record {

@@ -18,6 +18,9 @@ Runs the benchmark harness in bench/ against:
     \$TIGERBEETLE_BIN (or tigerbeetle on PATH) gives a binary: started without
     --development in a temporary directory (-tb-dir DIR, needs Direct I/O), stopped
     and deleted afterwards;
+  - the same, and the raw client, on a model of a real server (ledger/simnet,
+    RealServer0179: one request in flight, concurrent calls merged, a 0.17.9
+    server's costs per request and per event), always;
   - go-redis/redis_rate on a local Redis: redis-server is installed from Debian's
     packages if missing, started on a free loopback port without persistence, and
     stopped on exit. Without it, the redis row says why it was not run;
@@ -31,11 +34,12 @@ Two sets of cells, both by default:
              admission checked against "at most the limit in any window":
              bench/results/sustained.txt, sustained.json, sustained.png,
              sustained-transfers.png
-Both report transfers per admitted decision (tr/adm) and the issue 6 summary.
+Both report transfers per admitted decision (tr/adm), the issue 6 summary, and issue 10's
+targets on the real-server and modelled rows.
 
 Options:
   --quick      one round of short cells (200,000 decisions or 2 s; sustained: 3 s):
-               a smoke run of about 2½ minutes (both sets)
+               a smoke run of about 5 minutes (both sets)
   --standard   run only the standard cells
   --sustained  run only the sustained cells
   -h, --help   print this help, then the harness's flags, and exit
