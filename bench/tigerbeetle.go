@@ -11,23 +11,23 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/testenv"
+	"github.com/tblimit/tblimit/testenv/launch"
 )
 
-// server is a real tigerbeetle started by testenv.Launch for the run,
+// server is a real tigerbeetle started by launch.Start for the run,
 // without --development (whose 32 KiB request cap would make a benchmark
 // meaningless): one replica, a fresh data file in a temporary directory
 // under dir, a free loopback port. Stop stops it and removes its data.
 type server struct {
-	proc    *testenv.Process
+	proc    *launch.Process
 	dataDir string
 }
 
 // findServer returns the tigerbeetle binary to use, or "" with the reason
 // when there is none. A binary that was named but is unusable is an error.
 func findServer() (bin, notRun string, err error) {
-	bin, err = testenv.FindBinary("")
-	if errors.Is(err, testenv.ErrNoBinary) {
+	bin, err = launch.FindBinary("")
+	if errors.Is(err, launch.ErrNoBinary) {
 		return "", "no binary (set TIGERBEETLE_BIN)", nil
 	}
 	return bin, "", err
@@ -38,7 +38,7 @@ func launchServer(ctx context.Context, bin, dir string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := testenv.Launch(ctx, testenv.Config{Binary: bin, Dir: dataDir, Development: false})
+	p, err := launch.Start(ctx, dataDir, launch.WithBinary(bin), launch.WithDevelopment(false))
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("%w (a production data file needs Direct I/O: choose a directory on a real disk with -tb-dir)", err)
