@@ -14,7 +14,10 @@ import (
 // everything in flight, and every refreshEvery while the user is in use; in
 // all, at most one account per readRatio decisions. Reads go out between two
 // batches of the pipeline, so that the Client knows exactly which of its own
-// holds a read saw; nobody waits for them (WithExactDecisions aside).
+// holds a read saw; nobody waits for them (WithExactDecisions aside). On a
+// cluster, where a request costs a turn of the one the client keeps in
+// flight, reads and scans go out at most once per readGap each, whatever
+// their budget: at most a few percent of the requests.
 
 const (
 	// readRatio: a Client reads at most one account per readRatio
@@ -29,6 +32,9 @@ const (
 	// scanMaxUnits: a user with more units in flight is not scanned (a
 	// scan reads every hold in flight, and its view stays incomplete).
 	scanMaxUnits = BatchMax
+	// readGap: on a cluster, the least time between two read requests, and
+	// between two scans.
+	readGap = 50 * time.Millisecond
 )
 
 // readQueue holds the users due a read, those due a scan of their
@@ -38,6 +44,23 @@ type readQueue struct {
 	budget     float64
 	scans      []*user
 	scanBudget float64
+	// When the last read and scan went out (time.Now, not the Client's
+	// clock, which tests may stop): see readGap.
+	lastRead, lastScan time.Time
+}
+
+// due reports whether a request may go out now, last having gone out at
+// *last, and notes that it does.
+func (c *Client) due(last *time.Time) bool {
+	if c.conn.InProcess() {
+		return true // a read costs a turn only on a cluster
+	}
+	now := time.Now()
+	if now.Sub(*last) < readGap {
+		return false
+	}
+	*last = now
+	return true
 }
 
 // push queues u for a read and earns the budget of one decision.
@@ -54,7 +77,7 @@ func (q *readQueue) earn(n int) {
 func (c *Client) readBack() {
 	q := &c.reads
 	n := min(len(q.users), int(q.budget))
-	if n == 0 {
+	if n == 0 || !c.due(&q.lastRead) {
 		return
 	}
 	us := slices.Clone(q.users[:n])
@@ -71,7 +94,7 @@ func (c *Client) readBack() {
 // pipeline's runner calls it, between batches.
 func (c *Client) scanBack() {
 	q := &c.reads
-	if len(q.scans) == 0 || q.scanBudget < 1 {
+	if len(q.scans) == 0 || q.scanBudget < 1 || !c.due(&q.lastScan) {
 		return
 	}
 	u := q.scans[0]

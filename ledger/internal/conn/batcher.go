@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -141,10 +142,12 @@ func (b *Batcher[T]) doInline(e *entry[T]) error {
 
 // loop runs batches until none is left.
 func (b *Batcher[T]) loop() {
+	back := 0 // callers the last batch answered
 	for {
 		if b.gather > 0 {
 			time.Sleep(b.gather)
 		}
+		b.regather(back)
 		b.mu.Lock()
 		batch := b.take()
 		if len(batch) == 0 {
@@ -157,8 +160,37 @@ func (b *Batcher[T]) loop() {
 		for _, e := range batch {
 			e.done <- false
 		}
+		b.mu.Lock()
+		back = len(b.queue) + len(batch) // what waits now, and the callers just answered
+		b.mu.Unlock()
 	}
 }
+
+// regather waits, for at most regatherMax, until the queue holds back
+// items: those that waited when the last batch was answered and as many
+// more as it had callers, so that they can ride the next request instead
+// of the one after it. Without it, the callers of a
+// closed loop split into two halves that take turns, each waiting a whole
+// request for the other; a TigerBeetle client, which sends the next request
+// before it answers the callers of the last, does just that.
+func (b *Batcher[T]) regather(back int) {
+	if back < 2 {
+		return
+	}
+	deadline := time.Now().Add(regatherMax)
+	for {
+		b.mu.Lock()
+		n := len(b.queue)
+		b.mu.Unlock()
+		if n >= back || time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// regatherMax bounds regather: a few percent of a request's round trip.
+const regatherMax = 50 * time.Microsecond
 
 // take empties the queue into a batch. b.mu is held.
 func (b *Batcher[T]) take() []*entry[T] {
