@@ -54,7 +54,8 @@ type leaser struct{ cfg Leases }
 type lease struct {
 	hold    tb.Transfer   // the lease's pending transfer, as created
 	ts      uint64        // its cluster timestamp
-	taken   int64         // this Client's clock when it was taken, ns
+	taken   int64         // this Client's clock when it was asked for, ns: before the cluster took it
+	learnt  int64         // this Client's clock when it learnt of it, ns: after the cluster took it
 	granted uint64        // units it holds
 	used    uint64        // units handed out
 	demand  uint64        // units asked since it was taken
@@ -119,6 +120,11 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 // then a lease of exactly the call's amount. It records the lease taken and
 // lets the calls waiting for the renewal go on.
 func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint64, h Hold) (Decision, error) {
+	// A lease admits for its lifetime from when it was asked for: the
+	// cluster took it later, so every unit it admits returns at least a
+	// window less the lifetime after it was admitted, however long the
+	// answer took.
+	asked := c.localNow()
 	ds, err := c.decide(ctx, o, []Hold{h})
 	d := first(ds)
 	if err == nil && !d.Allowed && size > h.Request.Amount {
@@ -135,7 +141,7 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	if err != nil || !d.Allowed {
 		return d, err
 	}
-	l.hold, l.ts, l.taken = o.chain[len(o.chain)-1], d.Timestamp, c.localNow()
+	l.hold, l.ts, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
 	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
 	d.Remaining += size - h.Request.Amount
 	c.scheduleEnd(u, l.hold.ID)
@@ -198,8 +204,9 @@ func (c *Client) endLease(l *lease, now int64) []tb.Transfer {
 	}
 	l.ended = true
 	// Cluster time now is at least the lease's timestamp plus the time
-	// this Client's clock moved since it learnt of the lease.
-	clusterNow := l.ts + uint64(max(now-l.taken, 0))
+	// this Client's clock moved since it learnt of the lease (an
+	// underestimate: the units are held again a little longer).
+	clusterNow := l.ts + uint64(max(now-l.learnt, 0))
 	expires := l.ts + uint64(l.hold.Timeout)*uint64(time.Second)
 	if clusterNow >= expires {
 		return nil // it has expired: everything is back already
