@@ -244,8 +244,11 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decis
 	o := &op{exact: c.exact, key: key}
 	for i, h := range holds {
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
-		if i == 0 && !key.IsZero() {
-			t.ID = key.tb()
+		switch {
+		case i == 0 && !key.IsZero():
+			t.ID = key.tb() // the first hold is named by the request's ID...
+		case i > 0:
+			t.UserData128 = o.chain[0].ID // ...and the others carry its name
 		}
 		t.UserData64 = h.Request.Ref
 		o.hold(t, us[i])

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,9 @@ type Client struct {
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch
 	lastLocal int64  // this Client's clock when its answer came
+
+	markers   sync.Map // ledgers whose marker accounts are known to exist
+	resources sync.Map // ledger -> Resource: definitions checked against the cluster
 
 	localDenials, leaseAdmissions atomic.Uint64
 }

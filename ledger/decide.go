@@ -136,8 +136,10 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			continue
 		case o.ds != nil:
 			return o.ds, c.exactRetryAfter(ctx, o)
-		case spent(o.decision()) && attempts < 2:
-			o.again()
+		case spent(o.decision()) && attempts < maxAttempts:
+			if err := c.again(ctx, o); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		lazy, err := c.failure(ctx, o, holds)
@@ -151,9 +153,27 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			return nil, err
 		}
 		provisioned = true
-		o.again()
+		if err := c.again(ctx, o); err != nil {
+			return nil, err
+		}
 	}
 }
+
+// again makes o a new attempt (see op.again), with the marker accounts of
+// its ledger in place if it now carries a marker.
+func (c *Client) again(ctx context.Context, o *op) error {
+	o.again()
+	if o.marked {
+		return c.ensureMarkers(ctx, o.chain[0].Ledger)
+	}
+	return nil
+}
+
+// maxAttempts bounds the attempts of one call. An attempt is made again
+// when its ID was spent: by an earlier call under the request's ID (once),
+// or by its own earlier delivery (a request the network delivered twice);
+// every attempt is safe, since the ID's marker admits at most one.
+const maxAttempts = 8
 
 // spent reports whether a result says that an earlier attempt under the
 // same ID failed (TigerBeetle keeps failed IDs for ever).
@@ -164,6 +184,44 @@ func spent(res []tb.CreateTransferResult) bool {
 		}
 	}
 	return false
+}
+
+// markerAccounts are the two accounts of a ledger between which its key
+// markers move nothing. They belong to no user, so that a marker can only
+// fail with the rest of its chain, never on its own (which would spend its
+// ID for ever).
+func markerAccounts(ledger uint32) (ID, ID) {
+	return derive(roleMarkerAccount, ledger, "a"), derive(roleMarkerAccount, ledger, "b")
+}
+
+// markerAccountsOf returns the accounts to create for the markers of a
+// ledger.
+func markerAccountsOf(ledger uint32) []tb.Account {
+	a, b := markerAccounts(ledger)
+	return []tb.Account{
+		{ID: a.tb(), Ledger: ledger, Code: codeMarkers},
+		{ID: b.tb(), Ledger: ledger, Code: codeMarkers},
+	}
+}
+
+// ensureMarkers makes sure that ledger's marker accounts exist before a
+// marker is sent on it: CreateResource creates them, but a resource created
+// by an older version has none. Once per ledger and Client.
+func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
+	if _, ok := c.markers.Load(ledger); ok {
+		return nil
+	}
+	res, err := c.conn.CreateAccounts(ctx, markerAccountsOf(ledger))
+	if err != nil {
+		return err
+	}
+	for i, s := range res {
+		if s.Status != tb.AccountCreated && s.Status != tb.AccountExists {
+			return fmt.Errorf("ledger: marker accounts of ledger %d: %w", ledger, accountStatusError(i, s.Status))
+		}
+	}
+	c.markers.Store(ledger, true)
+	return nil
 }
 
 // again makes o a new attempt after the cluster answered it: a transfer
@@ -186,9 +244,7 @@ func (o *op) again() {
 		marker := keyMarker(o.key, o.chain[0])
 		for i := range o.chain {
 			o.chain[i].ID = NewID().tb()
-			if o.chain[i].UserData128 == (tb.Uint128{}) {
-				o.chain[i].UserData128 = o.key.tb()
-			}
+			o.chain[i].UserData128 = o.key.tb()
 		}
 		o.chain = slices.Insert(o.chain, 0, marker)
 		for i := range o.events {
@@ -213,16 +269,23 @@ func (o *op) again() {
 // request is refused.
 func keyMarker(key ID, first tb.Transfer) tb.Transfer {
 	amount, _ := u64(first.Amount)
-	flags := tb.TransferFlags{Linked: true}
+	a, b := markerAccounts(first.Ledger)
+	// What the request is: an ID used again for another (other accounts,
+	// another amount) finds the marker with other user data.
+	var what [48]byte
+	copy(what[:16], key[:])
+	debit, credit := first.DebitAccountID.Bytes(), first.CreditAccountID.Bytes()
+	copy(what[16:32], debit[:])
+	copy(what[32:], credit[:])
 	return tb.Transfer{
-		Flags:           flags.ToUint16(),
 		ID:              derive(roleKeyMarker, 0, string(key[:])).tb(),
-		DebitAccountID:  first.DebitAccountID,
-		CreditAccountID: first.CreditAccountID,
-		UserData128:     key.tb(),
+		DebitAccountID:  a.tb(),
+		CreditAccountID: b.tb(),
+		UserData128:     derive(roleKeyRequest, 0, string(what[:])).tb(),
 		UserData64:      amount,
 		Ledger:          first.Ledger,
 		Code:            codeKeyMarker,
+		Flags:           tb.TransferFlags{Linked: true}.ToUint16(),
 	}
 }
 

@@ -91,6 +91,7 @@ const (
 	codeUser             = 2000
 	codeCurrencyOperator = 3000
 	codeCurrencyUser     = 3001
+	codeMarkers          = 4000 // the accounts key markers move nothing between
 )
 
 // Transfer codes: what every transfer written by this package is for, so
@@ -125,6 +126,8 @@ const (
 	roleCancel
 	roleKeyMarker
 	roleBusinessKey
+	roleKeyRequest
+	roleMarkerAccount
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16

@@ -87,8 +87,12 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 			case <-ch:
 				continue // renewed by another call: try the new lease
 			case <-ctx.Done():
-				ds, err := c.unavailableDecisions(&op{}, unavailable(context.Cause(ctx)))
-				return first(ds), err
+				// Nothing was sent for this call: no attempt to name.
+				d := Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable}
+				if c.unavailable == ReturnError {
+					return d, unavailable(context.Cause(ctx))
+				}
+				return d, nil
 			}
 		}
 		l.refresh = make(chan struct{})

@@ -166,8 +166,10 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 		if err := c.submit(ctx, o); err != nil {
 			return &attemptError{id: id, err: err}
 		}
-		if spent(o.res) && attempt == 0 {
-			o.again() // an earlier attempt under the ID failed: a new one
+		if spent(o.res) && attempt < maxAttempts {
+			if err := c.again(ctx, o); err != nil { // an earlier attempt under the ID failed: a new one
+				return err
+			}
 			continue
 		}
 		return fundOutcome(o, currency, req.User, id)

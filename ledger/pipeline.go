@@ -5,6 +5,8 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/ledger/internal/conn"
 )
 
 // The decision pipeline. Every call that takes, ends or pays (Acquire,
@@ -108,9 +110,13 @@ func (c *Client) flush(batch []*op) {
 	c.scanBack()
 	b := c.build(batch)
 	if len(b.send) > 0 {
-		ctx, cancel := c.flushContext(batch)
-		res, err := c.conn.CreateTransfers(ctx, b.send)
-		cancel()
+		// The runner waits for the answer however long it takes (callers
+		// do not: each waits until its own deadline). Giving up would not
+		// make the cluster answer sooner, since the client keeps one
+		// request in flight, but would queue the next batch behind the lost
+		// one, out of its callers' reach; waiting keeps the next calls here,
+		// where a caller whose deadline passes takes its call back unsent.
+		res, err := c.conn.CreateTransfers(conn.Patient(context.Background()), b.send)
 		if err != nil {
 			for _, o := range batch {
 				if !o.local {
@@ -137,28 +143,6 @@ func (c *Client) flush(batch []*op) {
 	if exact {
 		c.readExact(batch)
 	}
-}
-
-// flushContext bounds the batch's request by the latest deadline of its
-// callers (or the default timeout): past it, nobody waits for the answer.
-func (c *Client) flushContext(batch []*op) (context.Context, context.CancelFunc) {
-	if c.conn.InProcess() {
-		return context.Background(), func() {}
-	}
-	var last time.Time
-	for _, o := range batch {
-		if o.deadline.IsZero() {
-			last = time.Time{}
-			break
-		}
-		if o.deadline.After(last) {
-			last = o.deadline
-		}
-	}
-	if last.IsZero() {
-		return context.WithTimeout(context.Background(), c.conn.Timeout())
-	}
-	return context.WithDeadline(context.Background(), last)
 }
 
 // clock learns the cluster's time from a batch's answer: its latest

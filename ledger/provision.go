@@ -70,11 +70,12 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 	} else if !errors.Is(err, ErrUnknownResource) {
 		return err
 	}
-	accounts := []tb.Account{operatorAccount(r)}
+	accounts := append([]tb.Account{operatorAccount(r)}, markerAccountsOf(r.Ledger)...)
 	if r.Kind == Money {
 		accounts = append(accounts, tb.Account{
 			ID: CurrencyOperatorID(r.Currency).tb(), Ledger: r.Currency, Code: codeCurrencyOperator,
 		})
+		accounts = append(accounts, markerAccountsOf(r.Currency)...)
 	}
 	res, err := c.conn.CreateAccounts(ctx, accounts)
 	if err != nil {
@@ -87,7 +88,8 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 			if i == 0 {
 				return fmt.Errorf("%w: ledger %d: %s", ErrResourceMismatch, r.Ledger, s.Status)
 			}
-			return fmt.Errorf("%w: currency ledger %d has a foreign account where its operator should be: %s", ErrResourceMismatch, r.Currency, s.Status)
+			return fmt.Errorf("%w: ledger %d has a foreign account %s where tblimit keeps one of its own: %s",
+				ErrResourceMismatch, accounts[i].Ledger, fromTB(accounts[i].ID), s.Status)
 		default:
 			return accountStatusError(i, s.Status)
 		}
@@ -143,9 +145,14 @@ func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 
 // checkResource verifies that r is valid and matches the definition in the
 // cluster, so that nothing is written for an unknown or changed resource.
+// A resource's definition cannot change once created (it lives in an
+// immutable account), so one check per Client is enough.
 func (c *Client) checkResource(ctx context.Context, r Resource) error {
 	if err := r.Validate(); err != nil {
 		return err
+	}
+	if known, ok := c.resources.Load(r.Ledger); ok && known.(Resource) == r {
+		return nil
 	}
 	old, err := c.Resource(ctx, r.Ledger)
 	if err != nil {
@@ -154,6 +161,7 @@ func (c *Client) checkResource(ctx context.Context, r Resource) error {
 	if old != r {
 		return fmt.Errorf("%w: ledger %d holds %v, not %v", ErrResourceMismatch, r.Ledger, old, r)
 	}
+	c.resources.Store(r.Ledger, r)
 	return nil
 }
 

@@ -78,13 +78,19 @@ func (c *Conn) Ping(ctx context.Context) error {
 }
 
 // WithDeadline returns ctx with the Conn's default timeout if it has no
-// deadline of its own.
+// deadline of its own (and is not Patient).
 func (c *Conn) WithDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
+	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 || ctx.Value(patient{}) != nil {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, c.timeout)
 }
+
+type patient struct{}
+
+// Patient returns ctx marked to wait for the cluster without the default
+// timeout: until ctx ends, or the cluster answers, or the client is closed.
+func Patient(ctx context.Context) context.Context { return context.WithValue(ctx, patient{}, true) }
 
 // call runs f against the TigerBeetle client within ctx's deadline (or the
 // default timeout). A call that outlives its deadline keeps running in the

@@ -1,0 +1,67 @@
+package ledger_test
+
+import (
+	"testing"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/testenv"
+)
+
+func TestAudit(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Window: time.Minute, DefaultLimit: 3})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "good", Limit: 3}, ledger.UserLimit{Key: "bad", Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+		from := b.Now().Add(-time.Second)
+		acquire(t, c, r, "good", 2)
+		rv, err := c.Reserve(ctx, r, ledger.Request{User: "good", Amount: 1})
+		if err != nil || !rv.OK() {
+			t.Fatalf("Reserve = %+v, %v", rv, err)
+		}
+		if err := rv.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		acquire(t, c, r, "good", 1)
+		a, err := c.Audit(ctx, r, "good", from, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.OK() || a.Limit != 3 || a.Holds != 3 || a.Units != 4 || a.Ended != 1 || a.MostInWindow != 3 || a.MostInFlight != 3 || len(a.Over) != 0 {
+			t.Fatalf("Audit(good) = %+v, want 3 holds of 4 units, one ended, 3 in the window, nothing over", a)
+		}
+		// Another program holds bad's units for a second instead of a
+		// window: they come back early, and the window holds more than
+		// the limit. The audit must say so.
+		res, err := b.Client.CreateTransfers([]tb.Transfer{{
+			ID:              tb.ID(),
+			DebitAccountID:  tb.BytesToUint128(ledger.UserID(r.Ledger, "bad")),
+			CreditAccountID: tb.BytesToUint128(ledger.OperatorID(r.Ledger)),
+			Amount:          tb.ToUint128(2),
+			Timeout:         1,
+			Ledger:          r.Ledger,
+			Code:            10,
+			Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+		}})
+		if err != nil || res[0].Status != tb.TransferCreated {
+			t.Fatalf("a short hold = %v, %v", res, err)
+		}
+		b.Advance(t, 1100*time.Millisecond)
+		if b.Real {
+			time.Sleep(500 * time.Millisecond)
+		}
+		if d := acquire(t, ledger.New(b.Client), r, "bad", 2); !d.Allowed {
+			t.Fatalf("Acquire(bad, 2) after the short hold returned = %+v", d)
+		}
+		a, err = c.Audit(ctx, r, "bad", from, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.OK() || a.MostInWindow != 4 || a.MostInFlight != 2 || len(a.Over) == 0 {
+			t.Fatalf("Audit(bad) = %+v, want a window of 4 units over the limit of 2", a)
+		}
+	})
+}
