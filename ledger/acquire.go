@@ -39,6 +39,15 @@ type Request struct {
 	// Ref is stored with the transfer (user_data_64) for the audit trail,
 	// e.g. a payment or request number.
 	Ref uint64
+	// Limit, when not 0, is the limit the caller wants the user to have
+	// (its plan): a lazy user is provisioned with it instead of the
+	// resource's default, and a user whose limit differs is given it
+	// (SetLimit) before the decision. The change takes effect with the
+	// user's first decision after it, once this Client knows the user's
+	// limit (it reads it first if it does not); a lower limit never lets a
+	// window hold more than the old limit (see SetLimit). Processes that
+	// decide for the same user must agree on its plan.
+	Limit uint64
 }
 
 // Reason says why a decision did not admit.
@@ -157,11 +166,18 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	if err := validHold(r, &req); err != nil {
 		return Decision{}, err
 	}
+	start := time.Now()
+	var d Decision
+	var err error
 	if c.leases != nil && req.ID.IsZero() {
-		return c.acquireLeased(ctx, r, req)
+		d, err = c.acquireLeased(ctx, r, req)
+	} else {
+		var ds []Decision
+		ds, _, err = c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
+		d = first(ds)
 	}
-	ds, _, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
-	return first(ds), err
+	c.observe(start, []Hold{{Resource: r, Request: req}}, []Decision{d}, err)
+	return d, err
 }
 
 // validHold checks r and req, and puts req.User in its normal form.
@@ -216,7 +232,9 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 			return nil, err
 		}
 	}
+	start := time.Now()
 	ds, _, err := c.acquire(ctx, holds, true)
+	c.observe(start, holds, ds, err)
 	return ds, err
 }
 
@@ -235,6 +253,9 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decis
 	us := make([]*user, len(holds))
 	for i, h := range holds {
 		us[i] = c.users.get(UserID(h.Resource.Ledger, h.Request.User), h.Resource)
+		if err := c.plan(ctx, us[i], h); err != nil {
+			return nil, nil, err
+		}
 	}
 	if key.IsZero() {
 		if ds, ok := c.denyLocally(holds, us); ok {

@@ -38,6 +38,7 @@ type Client struct {
 	coalesce    bool          // WithCoalescing
 	gather      time.Duration // WithCoalescing's wait
 	leases      *leaser       // nil unless WithLeases
+	observer    Observer      // nil unless WithObserver
 	users       users
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
 

@@ -359,7 +359,11 @@ func anyNoUser(res []tb.CreateTransferResult) bool {
 func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) error {
 	for _, i := range idx {
 		h := holds[i]
-		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: h.Resource.DefaultLimit}}, false); err != nil {
+		limit := h.Resource.DefaultLimit
+		if h.Request.Limit != 0 {
+			limit = h.Request.Limit
+		}
+		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: limit}}, false); err != nil {
 			return err
 		}
 	}

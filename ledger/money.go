@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
@@ -55,21 +56,21 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		return Decision{}, err
 	}
 	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
+	start := time.Now()
 	u := c.users.get(UserID(r.Ledger, p.From), r)
 	if p.ID.IsZero() {
 		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {
+			c.observe(start, []Hold{limit}, ds, nil)
 			return ds[0], nil
 		}
 	}
 	o := c.payment(r, p, u)
 	ds, err := c.decide(ctx, o, []Hold{limit})
-	if len(ds) == 0 {
-		return Decision{}, err
-	}
-	d := ds[0]
+	d := first(ds)
 	if err == nil && !d.Allowed && o.paymentDenied() {
 		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
 	}
+	c.observe(start, []Hold{limit}, []Decision{d}, err)
 	return d, err
 }
 

@@ -12,6 +12,9 @@ type user struct {
 	res   Resource
 	v     view   // u.mu
 	lease *lease // u.mu; nil unless WithLeases took one
+	// planning, while not nil, is closed when a change of the user's limit
+	// to its plan ends (u.mu).
+	planning chan struct{}
 }
 
 // users is the Client's table of users, in shards that are emptied when

@@ -1,0 +1,103 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// Observer is told of every decision a Client makes, for metrics (package
+// metrics has a Prometheus collector) or tracing. ObserveDecision is called
+// on the deciding goroutine once the decision is made: it must be quick and
+// safe for concurrent use. What the Client sent is in Stats.
+type Observer interface {
+	ObserveDecision(DecisionEvent)
+}
+
+// DecisionEvent is one decision, as an Observer sees it: a chain of several
+// holds (AcquireAll) makes one event per hold.
+type DecisionEvent struct {
+	// Resource is the limit decided on.
+	Resource Resource
+	// Decision is the answer (when Err is not nil, what the Client's Policy
+	// made of it, or the zero Decision).
+	Decision Decision
+	// Err is the error the call returned, if any.
+	Err error
+	// Took is how long the call took.
+	Took time.Duration
+}
+
+// WithObserver has o told of every decision (Acquire, AcquireAll, Pay and
+// Reserve).
+func WithObserver(o Observer) Option { return func(c *Client) { c.observer = o } }
+
+// observe tells the Client's Observer of decisions ds about holds, made
+// since start.
+func (c *Client) observe(start time.Time, holds []Hold, ds []Decision, err error) {
+	if c.observer == nil {
+		return
+	}
+	took := time.Since(start)
+	for i, h := range holds {
+		var d Decision
+		if i < len(ds) {
+			d = ds[i]
+		}
+		c.observer.ObserveDecision(DecisionEvent{Resource: h.Resource, Decision: d, Err: err, Took: took})
+	}
+}
+
+// Reset gives back at once every unit user key holds on r: it voids each
+// hold in flight, as Reservation.Cancel does, so that the units are
+// available again. It is an operator's act, and the audit trail shows it: a
+// void per hold. It returns how many holds it ended. Units taken while it
+// runs are not given back.
+func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	key, err := NormalizeKey(key)
+	if err != nil {
+		return 0, err
+	}
+	uid := UserID(r.Ledger, key)
+	if _, ok, err := c.lookupAccount(ctx, uid); err != nil {
+		return 0, err
+	} else if !ok {
+		return 0, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+	}
+	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), c.clusterNow(), 0, true)
+	if err != nil {
+		return 0, err
+	}
+	u := c.users.get(uid, r)
+	ended := 0
+	for len(flights) > 0 {
+		part := flights[:min(len(flights), maxLowerPosts)]
+		flights = flights[len(part):]
+		o := &op{}
+		for _, f := range part {
+			o.add(tb.Transfer{
+				ID:              endID(roleCancel, f.id).tb(),
+				PendingID:       f.id.tb(),
+				DebitAccountID:  uid.tb(),
+				CreditAccountID: OperatorID(r.Ledger).tb(),
+				Ledger:          r.Ledger,
+				Code:            f.code,
+				Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
+			}, u)
+		}
+		if err := c.submit(ctx, o); err != nil {
+			return ended, err
+		}
+		for _, s := range o.res {
+			if s.Status == tb.TransferCreated { // expired or ended meanwhile: nothing to give back
+				ended++
+			}
+		}
+	}
+	return ended, nil
+}

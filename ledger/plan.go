@@ -1,0 +1,71 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+)
+
+// plan gives user u the limit h asks for (Request.Limit), when it is known
+// to differ: SetLimit, once, while the user's other calls wait. A user whose
+// limit this Client does not know is read first. A user that does not exist
+// yet is left to lazy provisioning, which gives it the plan's limit.
+func (c *Client) plan(ctx context.Context, u *user, h Hold) error {
+	want := h.Request.Limit
+	if want == 0 {
+		return nil
+	}
+	for {
+		u.mu.Lock()
+		if ch := u.planning; ch != nil {
+			u.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return unavailable(context.Cause(ctx))
+			}
+		}
+		known, limit := u.v.limitKnown, u.v.limit
+		if known && limit == want {
+			u.mu.Unlock()
+			return nil
+		}
+		ch := make(chan struct{})
+		u.planning = ch
+		u.mu.Unlock()
+		err := c.replan(ctx, u, h, known)
+		u.mu.Lock()
+		u.planning = nil
+		close(ch)
+		u.mu.Unlock()
+		return err
+	}
+}
+
+// replan reads u's limit if it is not known, and sets the plan's if it
+// differs.
+func (c *Client) replan(ctx context.Context, u *user, h Hold, known bool) error {
+	want := h.Request.Limit
+	if !known {
+		a, ok, err := c.lookupAccount(ctx, u.id)
+		if err != nil || !ok {
+			return err // missing: lazy provisioning gives it the plan
+		}
+		b, err := balanceOf(a)
+		if err != nil {
+			return err
+		}
+		u.mu.Lock()
+		u.v.limit, u.v.limitKnown = b.Limit, true
+		u.v.stale = true // what is in flight shows in the next read
+		u.mu.Unlock()
+		if b.Limit == want {
+			return nil
+		}
+	}
+	err := c.SetLimit(ctx, h.Resource, h.Request.User, want)
+	if errors.Is(err, ErrUnknownUser) {
+		return nil // provisioned lazily, with the plan
+	}
+	return err
+}
