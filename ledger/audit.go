@@ -3,7 +3,6 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -50,22 +49,7 @@ func (a Audit) OK() bool { return a.MostInWindow <= a.Limit && a.MostInFlight <=
 // included. The limit is the user's limit now: a limit changed within the
 // span makes the check stricter or looser than the limit of the time.
 func (c *Client) Audit(ctx context.Context, r Resource, key string, from, to time.Time) (Audit, error) {
-	if err := r.Validate(); err != nil {
-		return Audit{}, err
-	}
-	key, err := NormalizeKey(key)
-	if err != nil {
-		return Audit{}, err
-	}
-	uid := UserID(r.Ledger, key)
-	a, ok, err := c.lookupAccount(ctx, uid)
-	if err != nil {
-		return Audit{}, err
-	}
-	if !ok {
-		return Audit{}, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
-	}
-	b, err := balanceOf(a)
+	uid, b, err := c.account(ctx, r, key)
 	if err != nil {
 		return Audit{}, err
 	}

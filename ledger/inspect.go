@@ -27,22 +27,7 @@ type Usage struct {
 
 // Inspect returns user key's limit, units in flight and when they return.
 func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, error) {
-	if err := r.Validate(); err != nil {
-		return Usage{}, err
-	}
-	key, err := NormalizeKey(key)
-	if err != nil {
-		return Usage{}, err
-	}
-	uid := UserID(r.Ledger, key)
-	a, ok, err := c.lookupAccount(ctx, uid)
-	if err != nil {
-		return Usage{}, err
-	}
-	if !ok {
-		return Usage{}, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
-	}
-	b, err := balanceOf(a)
+	uid, b, err := c.account(ctx, r, key)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -72,6 +57,28 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 	return u, nil
 }
 
+// account reads user key's limit account on r (key in its normal form):
+// its ID and balance, or ErrUnknownUser.
+func (c *Client) account(ctx context.Context, r Resource, key string) (ID, balance, error) {
+	if err := r.Validate(); err != nil {
+		return ID{}, balance{}, err
+	}
+	key, err := NormalizeKey(key)
+	if err != nil {
+		return ID{}, balance{}, err
+	}
+	uid := UserID(r.Ledger, key)
+	a, ok, err := c.lookupAccount(ctx, uid)
+	if err != nil {
+		return ID{}, balance{}, err
+	}
+	if !ok {
+		return ID{}, balance{}, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+	}
+	b, err := balanceOf(a)
+	return uid, b, err
+}
+
 // Flight is units in flight: taken, and not returned yet.
 type Flight struct {
 	// ID is the pending transfer that holds them.
@@ -88,18 +95,9 @@ type Flight struct {
 // Flights lists user key's units in flight on r, the ones that return first
 // first, at most max of them (0: all).
 func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) ([]Flight, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	key, err := NormalizeKey(key)
+	uid, _, err := c.account(ctx, r, key)
 	if err != nil {
 		return nil, err
-	}
-	uid := UserID(r.Ledger, key)
-	if _, ok, err := c.lookupAccount(ctx, uid); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 	}
 	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), uint64(c.now().UnixNano()), 0, true)
 	if err != nil {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -56,18 +55,9 @@ func (c *Client) observe(start time.Time, holds []Hold, ds []Decision, err error
 // void per hold. It returns how many holds it ended. Units taken while it
 // runs are not given back.
 func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error) {
-	if err := r.Validate(); err != nil {
-		return 0, err
-	}
-	key, err := NormalizeKey(key)
+	uid, _, err := c.account(ctx, r, key)
 	if err != nil {
 		return 0, err
-	}
-	uid := UserID(r.Ledger, key)
-	if _, ok, err := c.lookupAccount(ctx, uid); err != nil {
-		return 0, err
-	} else if !ok {
-		return 0, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 	}
 	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), c.clusterNow(), 0, true)
 	if err != nil {
