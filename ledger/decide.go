@@ -385,17 +385,26 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	if !errors.Is(err, ErrUnavailable) {
 		return nil, err
 	}
+	// A call that coalescing may have merged into a transfer shared with
+	// others has no name of its own to be retried by.
+	var name ID
+	if !(o.merge && c.coalesce) {
+		name = o.name()
+	}
 	var ds []Decision
 	for _, e := range o.events {
 		if e.decide {
-			ds = append(ds, Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: o.name()})
+			ds = append(ds, Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: name})
 		}
 	}
 	if c.unavailable == ReturnError || o.payment {
 		for i := range ds {
 			ds[i].Allowed = false // a payment is never made open
 		}
-		return ds, &attemptError{id: ds[0].ID, err: err}
+		if name.IsZero() {
+			return ds, err
+		}
+		return ds, &attemptError{id: name, err: err}
 	}
 	return ds, nil
 }

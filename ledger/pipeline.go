@@ -34,7 +34,7 @@ type op struct {
 	chain   []tb.Transfer
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	key     ID        // the caller's ID for the request (see Request.ID), or zero
-	marked  bool      // the chain ends with key's marker (a later attempt under key)
+	marked  bool      // the chain starts with key's marker (a later attempt under key)
 	payment bool      // a payment: never allowed open; its second event pays
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
@@ -61,7 +61,7 @@ type opEvent struct {
 	decide bool  // the caller wants a Decision for this hold
 }
 
-// holdEvent adds a hold to o that the caller wants a decision for.
+// hold adds a hold to o that the caller wants a decision for.
 func (o *op) hold(t tb.Transfer, u *user) {
 	if o.chain == nil {
 		o.chain, o.events = o.chain1[:0], o.events1[:0]
