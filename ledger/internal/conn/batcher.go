@@ -157,12 +157,25 @@ func (b *Batcher[T]) loop() {
 		}
 		b.mu.Unlock()
 		b.runBatch(batch)
-		for _, e := range batch {
-			e.done <- false
-		}
 		b.mu.Lock()
-		back = len(b.queue) + len(batch) // what waits now, and the callers just answered
+		waiting := len(b.queue)
 		b.mu.Unlock()
+		if waiting >= 32 && 2*waiting >= len(batch) {
+			// Many calls wait already: send them at once, as a TigerBeetle
+			// client does, and answer this batch's callers meanwhile.
+			go answer(batch)
+			back = 0
+			continue
+		}
+		answer(batch)
+		back = waiting + len(batch) // wait a moment for them to come back
+	}
+}
+
+// answer tells the callers of a batch that it ran.
+func answer[T any](batch []*entry[T]) {
+	for _, e := range batch {
+		e.done <- false
 	}
 }
 
