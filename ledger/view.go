@@ -33,6 +33,7 @@ type view struct {
 	unknown    uint64  // units in flight the last read showed beyond the holds known
 	unknownEnd uint64  // the instant by which those have returned at the latest
 	lastReturn uint64  // when the last hold dropped as returned was due
+	slack      uint64  // how much earlier than their instants merged holds may say units return (see compact)
 	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
 	checked    int64   // local time (ns) the cluster last confirmed a denial the view predicted
 	readLocal  int64   // local time (ns) of the last read; 0: never read
@@ -105,6 +106,34 @@ func (v *view) took(id ID, amount, expires uint64) {
 	}
 	v.holds = slices.Insert(v.holds, i, vhold{id: id, amount: amount, expires: expires})
 	v.held += amount
+	if len(v.holds) > maxHolds {
+		v.compact()
+	}
+}
+
+// maxHolds bounds the holds a view keeps, and so its memory: a user with
+// more in flight (a large limit used fast) has neighbouring holds merged.
+const maxHolds = 1024
+
+// compact halves the holds by merging each with the next. A merged hold
+// returns at the earlier instant of the two: the view may then think units
+// back up to slack before they are (it never denies on its own word what
+// the cluster would admit), and takes a denial that soon after a return as
+// the cluster's lag, not as another process's doing. Neighbouring holds of
+// a user that busy are close together: the slack is small.
+func (v *view) compact() {
+	n := 0
+	for i := 0; i < len(v.holds); i += 2 {
+		h := v.holds[i]
+		if i+1 < len(v.holds) {
+			next := v.holds[i+1]
+			h.amount += next.amount
+			v.slack = max(v.slack, next.expires-h.expires)
+		}
+		v.holds[n] = h
+		n++
+	}
+	v.holds = v.holds[:n]
 }
 
 // ended records that hold id was voided (its units are back) or posted
@@ -141,7 +170,7 @@ func (v *view) denied(amount, t uint64, now int64) {
 	switch {
 	case avail < amount:
 		v.checked = now
-	case t < v.lastReturn+v.lag:
+	case t < v.lastReturn+max(v.lag, v.slack):
 		// The cluster has not freed a returned hold yet: ask it again.
 	default:
 		v.stale = true
@@ -159,7 +188,7 @@ func (v *view) denied(amount, t uint64, now int64) {
 // in pending.
 func (v *view) read(limit, pending, t, span uint64) {
 	v.limit, v.limitKnown = limit, true
-	v.prune(t - min(t, v.lag))
+	v.prune(t - min(t, max(v.lag, v.slack)))
 	var surely, maybe uint64 // units of known holds surely, and perhaps, still in flight
 	for _, h := range v.holds {
 		maybe += h.amount

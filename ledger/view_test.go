@@ -188,3 +188,28 @@ func TestViewScanned(t *testing.T) {
 			v.complete(), v.available(sec), v.retryAfter(4, sec), v.retryAfter(5, sec))
 	}
 }
+
+// A view keeps at most maxHolds holds: beyond, neighbours merge, returning
+// at the earlier instant (never later than the units really return).
+func TestViewBoundsItsHolds(t *testing.T) {
+	v := view{window: 100 * sec, limit: 1 << 20, limitKnown: true}
+	const n = 5 * maxHolds
+	for i := range n {
+		v.took(ID{byte(i), byte(i >> 8)}, 1, 100*sec+uint64(i)*1000)
+	}
+	if len(v.holds) > maxHolds || v.held != n {
+		t.Fatalf("%d holds of %d units kept, want at most %d holding all %d", len(v.holds), v.held, maxHolds, n)
+	}
+	if v.slack == 0 || v.slack > n*1000/maxHolds*64 {
+		t.Fatalf("slack %d, want a few dozen gaps between neighbours at most", v.slack)
+	}
+	// Every unit is back by its own instant, and counted until at least
+	// slack before it.
+	for _, at := range []uint64{100*sec + 1000*1000, 100*sec + 3000*1000} {
+		trueBack := (at-100*sec)/1000 + 1
+		back := n - v.inFlight(at)
+		if back < trueBack || back > trueBack+v.slack/1000+1 {
+			t.Fatalf("at %d: %d back, truly %d (slack %d)", at, back, trueBack, v.slack)
+		}
+	}
+}
