@@ -53,7 +53,7 @@ type leaser struct{ cfg Leases }
 // user's mutex.
 type lease struct {
 	hold    tb.Transfer   // the lease's pending transfer, as created
-	ts      uint64        // its cluster timestamp
+	heldAt  uint64        // its cluster timestamp
 	taken   int64         // this Client's clock when it was asked for, ns: before the cluster took it
 	learnt  int64         // this Client's clock when it learnt of it, ns: after the cluster took it
 	granted uint64        // units it holds
@@ -145,7 +145,7 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	if err != nil || !d.Allowed {
 		return d, err
 	}
-	l.hold, l.ts, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
+	l.hold, l.heldAt, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
 	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
 	d.Remaining += size - h.Request.Amount
 	c.scheduleEnd(u, l.hold.ID)
@@ -210,8 +210,8 @@ func (c *Client) endLease(l *lease, now int64) []tb.Transfer {
 	// Cluster time now is at least the lease's timestamp plus the time
 	// this Client's clock moved since it learnt of the lease (an
 	// underestimate: the units are held again a little longer).
-	clusterNow := l.ts + uint64(max(now-l.learnt, 0))
-	expires := l.ts + uint64(l.hold.Timeout)*uint64(time.Second)
+	clusterNow := l.heldAt + uint64(max(now-l.learnt, 0))
+	expires := l.heldAt + uint64(l.hold.Timeout)*uint64(time.Second)
 	if clusterNow >= expires {
 		return nil // it has expired: everything is back already
 	}
