@@ -3,6 +3,7 @@ package recipes_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -488,4 +489,114 @@ func TestLimiterValidation(t *testing.T) {
 			t.Errorf("Unit %d: %q, want %q", u, u, want)
 		}
 	}
+}
+
+// The property of a stack: under many goroutines and random costs, no
+// window of any policy holds more than its limit, as the cluster recorded
+// it (Audit), and a denied decision took nothing from any ledger: every
+// hold the cluster recorded belongs to an admitted decision.
+func TestStackProperty(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		ctx := context.Background()
+		short, long := windows(b)
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		limiters := []*recipes.Limiter{
+			newLimiter(t, b, c, "global", []recipes.Policy{{Name: "global", Limit: recipes.Per(400, long), Lazy: true}}),
+			newLimiter(t, b, c, "customer", []recipes.Policy{
+				{Name: "cust-fast", Limit: recipes.Per(6, short), Lazy: true},
+				{Name: "cust-slow", Limit: recipes.Per(100, long), Lazy: true},
+				{Name: "cust-bytes", Limit: recipes.Bytes(50000).Per(long), Unit: recipes.ContentBytes, Lazy: true},
+			}),
+			newLimiter(t, b, c, "route", []recipes.Policy{{Name: "route", Limit: recipes.Per(4, short), Lazy: true}}),
+		}
+		s, err := recipes.NewStack("payments", []recipes.Layer[call]{
+			{Limiter: limiters[0], Key: func(call) string { return "all" }},
+			{Limiter: limiters[1], Key: func(r call) string { return r.customer }},
+			{Limiter: limiters[2], Key: func(r call) string { return r.customer + "|" + r.route }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type account struct{ policy, key string }
+		type taken struct {
+			holds int
+			units uint64
+		}
+		var mu sync.Mutex
+		got := map[account]taken{}
+		decisions, admitted := 0, 0
+		decide := func(rng *rand.Rand) {
+			in := call{[]string{"a", "b", "c"}[rng.IntN(3)], []string{"x", "y"}[rng.IntN(2)]}
+			cost := recipes.Cost{Requests: 1 + rng.Uint64N(3), Bytes: rng.Uint64N(1500)}
+			r, err := s.AllowCost(ctx, in, cost)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			decisions++
+			if !r.Allowed {
+				return
+			}
+			admitted++
+			for _, p := range r.Policies {
+				if !p.Skipped() {
+					a := account{p.Policy, p.Key}
+					got[a] = taken{got[a].holds + 1, got[a].units + p.Amount}
+				}
+			}
+		}
+		const goroutines = 16
+		if b.Real {
+			end := time.Now().Add(2 * short)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for time.Now().Before(end) {
+						decide(rng)
+						time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+					}
+				})
+			}
+			wg.Wait()
+		} else {
+			clockRNG := rand.New(rand.NewPCG(7, 7))
+			for round := range 60 {
+				var wg sync.WaitGroup
+				for g := range goroutines {
+					wg.Go(func() {
+						rng := rand.New(rand.NewPCG(uint64(g), uint64(round)))
+						for range 3 {
+							decide(rng)
+						}
+					})
+				}
+				wg.Wait()
+				b.Advance(t, time.Duration(clockRNG.IntN(1500))*time.Millisecond)
+			}
+		}
+		resources := map[string]ledger.Resource{}
+		for _, l := range limiters {
+			for _, r := range l.Resources() {
+				resources[r.Name] = r
+			}
+		}
+		checked := 0
+		for a, want := range got {
+			au, err := c.Audit(ctx, resources[a.policy], a.key, time.Time{}, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !au.OK() || au.Holds != want.holds || au.Units != want.units {
+				t.Errorf("%s of %q: audit %+v; admitted decisions took %d holds, %d units", a.policy, a.key, au, want.holds, want.units)
+			}
+			checked++
+		}
+		if admitted == 0 || admitted == decisions || checked < 10 {
+			t.Fatalf("%d decisions, %d admitted, %d accounts checked: the test did not exercise the limits", decisions, admitted, checked)
+		}
+		t.Logf("%d decisions, %d admitted, %d accounts audited", decisions, admitted, checked)
+	})
 }
