@@ -74,7 +74,8 @@ func (p Proxies) trusts(a netip.Addr) bool {
 // never believed. The first address that is not a trusted proxy is the
 // client. A hop a trusted proxy reports as "unknown" or malformed ends the
 // walk at that proxy (all such requests share its key); an obfuscated
-// identifier of RFC 7239 ("_hidden") is the client's key.
+// identifier of RFC 7239 ("_hidden") is the client's key. A peer that is
+// not an IP address (a Unix socket) gives "".
 func ClientIP(p Proxies) KeyFunc {
 	return func(r *http.Request) string {
 		peer, ok := parseHost(r.RemoteAddr)
