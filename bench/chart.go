@@ -40,6 +40,10 @@ var styles = map[string]struct {
 	"raw client/modelled":          {color.RGBA{0x33, 0x33, 0x33, 0xff}, draw.TriangleGlyph{}, false, true},
 	"redis_rate":                   {color.RGBA{0x1f, 0x77, 0xb4, 0xff}, draw.SquareGlyph{}, false, false},
 	"x/time/rate":                  {color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, draw.CrossGlyph{}, false, false},
+	"tblimit/embedded 2 limits":    {color.RGBA{0xd6, 0x27, 0x28, 0xff}, draw.BoxGlyph{}, false, true},
+	"tblimit/modelled 2 limits":    {color.RGBA{0x6a, 0x3d, 0x9a, 0xff}, draw.BoxGlyph{}, false, true},
+	"redis_rate 2 limits":          {color.RGBA{0x1f, 0x77, 0xb4, 0xff}, draw.BoxGlyph{}, false, true},
+	"x/time/rate 2 limits":         {color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, draw.BoxGlyph{}, false, true},
 }
 
 // chart draws decisions/s by callers, one line per contender, one panel per

@@ -24,6 +24,10 @@ type contender struct {
 	shared    bool   // runs on the shared real server
 	// leaseLifetime is τ of a contender with leases: see windowBounds.
 	leaseLifetime time.Duration
+	// limits, when set, are the limits of every key, in place of the
+	// workload's one (the rows of issue 14, which run on the Zipf mix
+	// only).
+	limits []limitSpec
 	// setup builds a fresh limiter for one cell, with every key known
 	// (provisioned, created) before the clock starts.
 	setup func(ctx context.Context, c cell) (*instance, error)
@@ -81,6 +85,9 @@ func withLeases() ledger.Option { return ledger.WithLeases(ledger.Leases{Lifetim
 // window; with leases, at most limit in any W−τ and limit + K in any W
 // (one process, K = limit/10; see ledger.WithLeases).
 func (c *contender) windowBounds(limit uint64, window time.Duration) []windowBound {
+	if c.limits != nil {
+		return limitBounds(c.limits)
+	}
 	if c.leaseLifetime == 0 {
 		return []windowBound{{window, limit}}
 	}

@@ -140,10 +140,15 @@ func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration
 	if !c.inProcess {
 		r.AllocsScope = "client side"
 	}
-	if c.semantics != bucket {
+	switch {
+	case c.limits != nil: // the floors model one limit per key
+		r.Expected = expectLimits(c.semantics, cl.w.attempts(ws), c.limits, elapsed)
+	case c.semantics != bucket:
 		r.Floor = floors(cl.w, r.Decisions, cl.callers, elapsed, cl.window, leaseLifetime, leaseUnits(cl.w.limit))
+		fallthrough
+	default:
+		r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
 	}
-	r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
 	r.Check = r.Expected.check(r.Admitted)
 	if r.Errors > 0 && r.FirstError != "" && r.Check == "exact" {
 		r.Check = "errors"
@@ -377,6 +382,10 @@ func (rep *report) finish() {
 		{"tblimit/tigerbeetle", "redis_rate"},
 		{"tblimit/modelled", "raw client/modelled"},
 		{"tblimit/modelled", "redis_rate"},
+		{"tblimit/embedded" + twoLimitsSuffix, "x/time/rate" + twoLimitsSuffix},
+		{"tblimit/embedded" + twoLimitsSuffix, "redis_rate" + twoLimitsSuffix},
+		{"tblimit/modelled" + twoLimitsSuffix, "x/time/rate" + twoLimitsSuffix},
+		{"tblimit/modelled" + twoLimitsSuffix, "redis_rate" + twoLimitsSuffix},
 	}
 	for _, r := range rep.Results {
 		for _, p := range pairs {
@@ -703,6 +712,7 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
 	rep.issue6Text(w)
+	rep.issue14Text(w)
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "  %-7s %s: %s\n", strings.ToUpper(t.Met), t.Target, orDash(t.Result))
@@ -794,6 +804,9 @@ func (rep *report) ratioText(r *result) string {
 		base = "tblimit/tigerbeetle"
 	case strings.Contains(r.Contender, "/modelled"):
 		base = "tblimit/modelled"
+	}
+	if strings.HasSuffix(r.Contender, twoLimitsSuffix) {
+		base += twoLimitsSuffix
 	}
 	b := rep.find(r.Workload, r.Callers, base)
 	if b == nil || r.DecisionsPerSec == 0 {

@@ -1,2 +1,2 @@
-// Package recipes provides ready limiters kept in TigerBeetle: request rate, bandwidth and money per window.
+// Package recipes provides limiters kept in TigerBeetle (request rate, bandwidth, money per window, concurrency) and composes them: several limits per key, stacks, plans, HTTP middleware.
 package recipes

@@ -2,11 +2,13 @@ package recipes
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tblimit/tblimit/ledger"
 )
 
 // Allower is a limiter an HTTP middleware can ask: RequestRate and
@@ -24,13 +26,21 @@ type KeyFunc func(*http.Request) string
 type CostFunc func(*http.Request) uint64
 
 // Middleware limits an HTTP handler with l. Every response carries the
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (reset in
-// whole seconds, rounded up) and RateLimit-Policy ("10;w=60"); a denied
-// request gets 429 Too Many Requests with Retry-After, and next is not
-// called. When the limiter fails (the cluster is unavailable and the
-// Client's policy returns errors), the response is 503 with Retry-After: 1.
+// RateLimit-Policy and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10
+// (see StackMiddleware), and, for clients of earlier drafts,
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (reset in whole
+// seconds, rounded up). A denied request gets 429 Too Many Requests with
+// Retry-After, and next is not called. A request without a key gets 400;
+// when the limiter fails (the cluster is unavailable and the Client's
+// policy returns errors), the response is 503 with Retry-After: 1.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
-	window := int64(l.Window() / time.Second)
+	name, unit := "default", Requests
+	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
+		name = r.Resource().Name
+		if r.Resource().Kind == ledger.Bytes {
+			unit = ContentBytes
+		}
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k := key(r)
@@ -44,15 +54,15 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 			}
 			d, err := l.AllowN(r.Context(), k, n)
 			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+				httpError(w, err)
 				return
 			}
 			h := w.Header()
 			h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
 			h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
 			h.Set("RateLimit-Reset", seconds(d.ResetAfter))
-			h.Set("RateLimit-Policy", fmt.Sprintf("%d;w=%d", d.Limit, window))
+			p := PolicyResult{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}
+			writeRateLimit(h, []policyItem{itemOf(p)})
 			if !d.Allowed {
 				if d.RetryAfter >= 0 {
 					h.Set("Retry-After", seconds(d.RetryAfter))
@@ -60,6 +70,145 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 				http.Error(w, "too many requests", http.StatusTooManyRequests)
 				return
 			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// RequestCost is StackMiddleware's default cost: one request, and its
+// Content-Length in bytes. A body of unknown length (chunked) counts 0
+// bytes here; give a cost function of your own to count it otherwise.
+func RequestCost(r *http.Request) Cost {
+	return Cost{Requests: 1, Bytes: uint64(max(r.ContentLength, 0))}
+}
+
+// StackMiddleware limits an HTTP handler with s, decided on each request's
+// cost (nil: RequestCost). Every response that was decided reports each
+// enforcing policy (policies in shadow mode are not advertised, so that
+// trying one out does not change how clients behave) with the fields of
+// draft-ietf-httpapi-ratelimit-headers-10, as RFC 9651 lists:
+//
+//	RateLimit-Policy: "api-1s";q=10;w=1, "api-1m";q=100;w=60, "upload";q=1000000;qu="content-bytes";w=60
+//	RateLimit: "api-1s";r=9;t=1, "api-1m";r=99;t=60, "upload";r=999000;t=60
+//
+// q is the key's limit (its plan's), w the window in seconds, r what is
+// left after this request, t the seconds until more of it returns: for a
+// policy that refused, until the same cost fits; for the others, until all
+// of it has returned (a sliding window log returns units one by one, so
+// some may return sooner), but never later than Retry-After on a denied
+// request. A policy the cost takes nothing of (no content bytes) is in
+// RateLimit-Policy only.
+//
+// A denied request gets 429 Too Many Requests with Retry-After (when all
+// denying policies admit again), or 413 Content Too Large when its content
+// exceeds a bytes policy's whole limit; next is not called. A request whose
+// key is empty or malformed gets 400 Bad Request, and an unknown key on a
+// policy that is not Lazy 403 Forbidden. When the cluster is unavailable
+// the response is 503 Service Unavailable with Retry-After: 1, unless the
+// stack (FailOpen) or the ledger.Client (ledger.FailOpen) fails open, in
+// which case the request goes ahead without RateLimit fields.
+func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost) func(http.Handler) http.Handler {
+	if cost == nil {
+		cost = RequestCost
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res, err := s.AllowCost(r.Context(), r, cost(r))
+			if err != nil {
+				httpError(w, err)
+				return
+			}
+			var items []policyItem
+			for _, p := range res.Policies {
+				if p.Shadow || res.Reason == ledger.Unavailable {
+					continue
+				}
+				it := itemOf(p)
+				if !res.Allowed && res.RetryAfter >= 0 {
+					// The draft: Retry-After should not be earlier than any t.
+					it.reset = min(it.reset, res.RetryAfter)
+				}
+				items = append(items, it)
+			}
+			writeRateLimit(w.Header(), items)
+			switch {
+			case res.Allowed:
+				next.ServeHTTP(w, r)
+			case res.Reason == ledger.Unavailable:
+				httpError(w, ledger.ErrUnavailable)
+			default:
+				deny(w, res)
+			}
+		})
+	}
+}
+
+// deny answers a request that res denied.
+func deny(w http.ResponseWriter, res Result) {
+	if res.RetryAfter >= 0 {
+		w.Header().Set("Retry-After", seconds(res.RetryAfter))
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
+		return
+	}
+	for _, p := range res.Policies {
+		if p.Policy == res.DeniedBy && p.Unit == ContentBytes {
+			http.Error(w, "content larger than the limit", http.StatusRequestEntityTooLarge)
+			return
+		}
+	}
+	http.Error(w, "the request exceeds the limit", http.StatusTooManyRequests)
+}
+
+// httpError answers a request whose decision failed: the caller's bad
+// input is a 4xx, only an unavailable cluster is a 503. Messages name no
+// key: a key may be a secret, such as an API key.
+func httpError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidAmount):
+		http.Error(w, "missing or malformed rate-limit key or cost", http.StatusBadRequest)
+	case errors.Is(err, ledger.ErrUnknownUser):
+		http.Error(w, "unknown client", http.StatusForbidden)
+	case errors.Is(err, ledger.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+	default:
+		http.Error(w, "rate limiter error", http.StatusInternalServerError)
+	}
+}
+
+// ConcurrencyMiddleware limits how many requests of each key are in flight
+// at once: a slot is reserved before next is called and given back as soon
+// as it returns (or panics). A process that dies holding slots never gives
+// them back; they return when the Concurrency's lease ends. A handler that
+// runs longer than the lease loses its slot then, and the key may have
+// more requests in flight than the limit. Responses carry the RateLimit
+// fields with qu="concurrent-requests" and no window; a request over the
+// limit gets 429 with Retry-After (when the oldest slot's lease ends at
+// the latest), a request without a key 400, and an unavailable cluster 503.
+func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.Handler {
+	name := c.Resource().Name
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rv, err := c.Start(r.Context(), key(r))
+			if err != nil {
+				httpError(w, err)
+				return
+			}
+			d := rv.Decision()
+			it := policyItem{name: name, unit: ConcurrentRequests, quota: d.Limit, known: d.Reason != ledger.Unavailable,
+				remaining: d.Remaining, reset: d.RetryAfter, noReset: rv.OK()}
+			writeRateLimit(w.Header(), []policyItem{it})
+			switch {
+			case !rv.OK() && d.Reason == ledger.Unavailable:
+				httpError(w, ledger.ErrUnavailable)
+				return
+			case !rv.OK():
+				deny(w, Result{RetryAfter: d.RetryAfter})
+				return
+			}
+			// Given back even when the request's context is cancelled; if
+			// the cluster does not answer, the lease returns the slot.
+			defer func() { _ = rv.Cancel(context.WithoutCancel(r.Context())) }()
 			next.ServeHTTP(w, r)
 		})
 	}

@@ -41,7 +41,7 @@ func TestMiddleware(t *testing.T) {
 	}{{200, "1"}, {200, "0"}, {429, "0"}} {
 		rec := do("k")
 		if rec.Code != want.code || rec.Header().Get("RateLimit-Remaining") != want.remaining ||
-			rec.Header().Get("RateLimit-Limit") != "2" || rec.Header().Get("RateLimit-Policy") != "2;w=60" {
+			rec.Header().Get("RateLimit-Limit") != "2" || rec.Header().Get("RateLimit-Policy") != `"http";q=2;w=60` {
 			t.Fatalf("request %d: %d %v, want %d with %s remaining", i+1, rec.Code, rec.Header(), want.code, want.remaining)
 		}
 		if want.code == 429 && rec.Header().Get("Retry-After") != "60" {

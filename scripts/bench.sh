@@ -24,7 +24,10 @@ Runs the benchmark harness in bench/ against:
   - go-redis/redis_rate on a local Redis: redis-server is installed from Debian's
     packages if missing, started on a free loopback port without persistence, and
     stopped on exit. Without it, the redis row says why it was not run;
-  - golang.org/x/time/rate, in process.
+  - golang.org/x/time/rate, in process;
+  - on the Zipf mix, rows of two limits per key (10 per second and 100 per minute,
+    all-or-nothing): a tblimit recipes.Limiter (embedded and modelled), two
+    x/time/rate limiters per key, and redis_rate with two limits.
 
 Two sets of cells, both by default:
   standard   cells shorter than the window (1,000,000 decisions or 5 s, window 60 s):

@@ -25,7 +25,7 @@ and an accent is one user. Arguments, CSV files and YAML files follow this
 one rule. Each user of a resource has its own limit per window.`,
 	})
 	cmd.AddCommand(newCmdUsersAdd(f, nil), newCmdUsersSetLimit(f, nil), newCmdUsersShow(f, nil),
-		newCmdUsersList(f, nil), newCmdUsersImport(f, nil))
+		newCmdUsersList(f, nil), newCmdUsersImport(f, nil), newCmdUsersReset(f, nil))
 	return cmd
 }
 

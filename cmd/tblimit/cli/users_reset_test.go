@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+)
+
+func TestUsersResetParsing(t *testing.T) {
+	checkParse(t, newCmdUsersReset, []parseCase[usersResetOptions]{
+		{args: []string{"api", "alice"}, want: usersResetOptions{Resource: "api", Key: "alice"}},
+		{args: []string{"7", "é"}, want: usersResetOptions{Resource: "7", Key: "é"}},
+		{args: []string{"api"}, err: "accepts 2 arg(s)"},
+		{args: []string{"api", "alice", "bob"}, err: "accepts 2 arg(s)"},
+		{args: []string{"api", ""}, err: "KEY: "},
+		{args: []string{"api", " alice"}, err: "KEY: "},
+		{args: []string{"api", "alice", "--all"}, err: "unknown flag: --all"},
+	})
+}
+
+// usersResetRun voids the user's holds and reports its state, with its
+// dependencies given in the options.
+func TestUsersResetRun(t *testing.T) {
+	c := ledger.New(embedded.New())
+	r := ledger.Resource{Name: "api", Kind: ledger.Requests, Ledger: 1, Window: time.Minute, DefaultLimit: 3, Lazy: true}
+	if err := c.CreateResource(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if d, err := c.Acquire(t.Context(), r, ledger.Request{User: "alice", Amount: 1}); err != nil || !d.Allowed {
+			t.Fatalf("Acquire = %+v, %v", d, err)
+		}
+	}
+	connect := func(context.Context) (*ledger.Client, func(), error) { return c, func() {}, nil }
+	var out bytes.Buffer
+	printer := func() *printer { return newPrinter(&out, true) }
+	for i, want := range []int{3, 0} { // the second reset finds nothing left
+		out.Reset()
+		if err := usersResetRun(t.Context(), &usersResetOptions{Connect: connect, Printer: printer, Resource: "api", Key: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		var got userResetJSON
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Ended != want || got.Available != 3 || got.InFlight != 0 || got.User != "alice" {
+			t.Fatalf("reset %d = %s, %v; want %d ended, 3 available", i+1, out.Bytes(), err, want)
+		}
+	}
+	err := usersResetRun(t.Context(), &usersResetOptions{Connect: connect, Printer: printer, Resource: "api", Key: "bob"})
+	if !errors.Is(err, ledger.ErrUnknownUser) {
+		t.Fatalf("reset of an unknown user = %v, want ErrUnknownUser", err)
+	}
+}
+
+// End to end: the audit trail (tblimit usage) shows the holds before, and
+// the JSON has the documented fields.
+func TestUsersReset(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "2")
+	e.ok("users", "add", "api", "alice")
+	e.code(ExitOK, "acquire", "api", "alice")
+	e.code(ExitOK, "acquire", "api", "alice")
+	e.code(ExitDenied, "acquire", "api", "alice")
+	var m map[string]json.RawMessage
+	r := e.code(ExitOK, "-o", "json", "users", "reset", "api", "alice")
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"available", "ended", "in_flight", "limit", "next_release_seconds", "next_release_units", "reset_after_seconds", "resource", "user"}
+	if !slices.Equal(keys, want) || string(m["ended"]) != "2" || string(m["available"]) != "2" {
+		t.Fatalf("users reset: %s; want fields %v, ended 2, available 2", r.stdout, want)
+	}
+	e.code(ExitOK, "acquire", "api", "alice")
+	if out := e.ok("users", "reset", "api", "alice"); !strings.Contains(out, "1 reservations voided") {
+		t.Errorf("users reset (text) = %q", out)
+	}
+	e.code(ExitError, "users", "reset", "api", "nobody")
+}

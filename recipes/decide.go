@@ -1,0 +1,265 @@
+package recipes
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// decider is what a Limiter and a Stack share: how their decisions are
+// made. Every public path of both ends in decide (Allow, Wait) or peek.
+type decider struct {
+	name string
+	c    *ledger.Client
+	options
+	sleep func(context.Context, time.Duration) error // sleepCtx; tests move a manual clock instead
+}
+
+func newDecider(c *ledger.Client, name string, o options) decider {
+	return decider{name: name, c: c, options: o, sleep: sleepCtx}
+}
+
+// part is one limiter of a decision and the key it decides for.
+type part struct {
+	l   *Limiter
+	key string
+}
+
+// decide decides cost for parts as one chain and tells the observer.
+func (d *decider) decide(ctx context.Context, parts []part, cost Cost) (Result, error) {
+	start := time.Now()
+	res, err := d.chain(ctx, parts, cost)
+	if d.observer != nil {
+		d.observer.ObserveResult(Event{Limiter: d.name, Result: res, Err: err, Took: time.Since(start)})
+	}
+	return res, err
+}
+
+// chain decides every policy of parts that cost takes units of, as one
+// linked chain (AcquireAll). A round denied only by policies in shadow
+// mode is decided again without them: they never deny, and the enforcing
+// policies decide as if they were not there.
+//
+// We considered deciding shadow policies in a chain of their own, beside
+// the enforcing one: one round always, but two chains, so that a shadow
+// policy would take units when the enforcing ones deny. Leaving them out
+// only when they refuse keeps one chain and the all-or-nothing record: the
+// units a decision took are exactly those of the policies it admitted on.
+func (d *decider) chain(ctx context.Context, parts []part, cost Cost) (Result, error) {
+	res, holds, err := prepare(ctx, parts, cost, d.shadow)
+	if err != nil {
+		return Result{}, err
+	}
+	dropped := make([]bool, len(holds))
+	for {
+		var idx []int
+		for i, p := range res.Policies {
+			if !p.Skipped() && !dropped[i] {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 { // every policy asked refused, in shadow mode
+			res.Allowed, res.Reason = true, ledger.Admitted
+			return res, nil
+		}
+		chain := make([]ledger.Hold, len(idx))
+		for k, i := range idx {
+			chain[k] = holds[i]
+		}
+		ds, err := d.c.AcquireAll(ctx, chain)
+		for k, i := range idx[:min(len(idx), len(ds))] {
+			res.Policies[i].Decision = ds[k]
+		}
+		switch {
+		case err != nil && !errors.Is(err, ledger.ErrUnavailable):
+			return res, err
+		case err != nil || ds[0].Reason == ledger.Unavailable:
+			return d.unavailable(res, ds, err)
+		case ds[0].Allowed:
+			res.Allowed, res.Reason = true, ledger.Admitted
+			return res, nil
+		}
+		if final := denied(&res, idx, dropped); final {
+			return res, nil
+		}
+	}
+}
+
+// prepare validates the keys of parts and returns the Result to fill in,
+// one PolicyResult per policy, and the hold each policy would take.
+func prepare(ctx context.Context, parts []part, cost Cost, shadow bool) (Result, []ledger.Hold, error) {
+	var res Result
+	var holds []ledger.Hold
+	takes := false
+	for _, pt := range parts {
+		key, err := ledger.NormalizeKey(pt.key)
+		if err != nil {
+			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+		}
+		override, plan := pt.l.plans.of(ctx, key)
+		for i, p := range pt.l.policies {
+			r := pt.l.res[i]
+			limit, amount := planned(override, plan, p.Name), cost.of(p.Unit)
+			pr := PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
+				Amount: amount, Shadow: shadow || pt.l.shadow}
+			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
+			res.Policies = append(res.Policies, pr)
+			holds = append(holds, ledger.Hold{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
+			takes = takes || amount > 0
+		}
+	}
+	if !takes {
+		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, cost.Requests, cost.Bytes)
+	}
+	return res, holds, nil
+}
+
+// denied reads a denied round of the policies idx: the shadow policies
+// that refused are dropped (and named in ShadowDenied). It reports whether
+// the denial is final, that is, whether an enforcing policy refused, and
+// then fills in Reason, DeniedBy and RetryAfter.
+func denied(res *Result, idx []int, dropped []bool) (final bool) {
+	var enforcing []int
+	droppedNow := false
+	for _, i := range idx {
+		p := res.Policies[i]
+		switch {
+		case p.Decision.Reason != ledger.LimitExceeded:
+		case p.Shadow:
+			dropped[i], droppedNow = true, true
+			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
+		default:
+			enforcing = append(enforcing, i)
+		}
+	}
+	if len(enforcing) == 0 {
+		if droppedNow {
+			return false
+		}
+		enforcing = idx[:1] // refused without a policy saying so: the ledger's business; deny
+	}
+	res.Allowed, res.Reason = false, ledger.LimitExceeded
+	res.DeniedBy = res.Policies[enforcing[0]].Policy
+	for _, i := range enforcing {
+		ra := res.Policies[i].Decision.RetryAfter
+		if ra < 0 || res.RetryAfter < 0 {
+			res.RetryAfter = -1
+		} else {
+			res.RetryAfter = max(res.RetryAfter, ra)
+		}
+	}
+	return true
+}
+
+// unavailable is the Result of a chain the cluster did not answer: the
+// Client's policy made ds (or returned err); FailOpen admits regardless.
+func (d *decider) unavailable(res Result, ds []ledger.Decision, err error) (Result, error) {
+	res.Reason = ledger.Unavailable
+	switch {
+	case d.failOpen:
+		res.Allowed = true
+		return res, nil
+	case err != nil:
+		return res, err
+	}
+	res.Allowed = ds[0].Allowed
+	return res, nil
+}
+
+// Wait's pause after a denial whose RetryAfter says nothing new (the
+// cluster frees expired units a little late, and a view that lacks what
+// other processes hold may say 0): it starts at minPause and doubles up to
+// maxPause while tries keep finding nothing, so that Wait never spins.
+const (
+	minPause = 10 * time.Millisecond
+	maxPause = 250 * time.Millisecond
+)
+
+// wait decides until parts are admitted cost, sleeping until RetryAfter
+// between tries.
+func (d *decider) wait(ctx context.Context, parts []part, cost Cost) (Result, error) {
+	floor := minPause
+	for {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		res, err := d.decide(ctx, parts, cost)
+		switch {
+		case err != nil || res.Allowed:
+			return res, err
+		case res.Reason == ledger.Unavailable:
+			return res, fmt.Errorf("recipes: %s: %w (denied while it did not answer)", d.name, ledger.ErrUnavailable)
+		case res.RetryAfter < 0:
+			return res, fmt.Errorf("%w: %s: policy %q", ErrExceedsLimit, d.name, res.DeniedBy)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < res.RetryAfter {
+			return res, fmt.Errorf("%w: %s: policy %q admits in %v at the earliest", ErrWouldExceedDeadline, d.name, res.DeniedBy, res.RetryAfter)
+		}
+		pause := res.RetryAfter
+		if pause < floor {
+			pause, floor = floor, min(2*floor, maxPause)
+		} else {
+			floor = minPause
+		}
+		if err := d.sleep(ctx, pause); err != nil {
+			return res, err
+		}
+	}
+}
+
+// sleepCtx sleeps for d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// PolicyUsage is what a key has on one policy: see Peek.
+type PolicyUsage struct {
+	// Limiter and Policy name the limiter and the policy.
+	Limiter, Policy string
+	// Unit and Window are the policy's.
+	Unit   Unit
+	Window time.Duration
+	// Key is the key read, in its normal form.
+	Key string
+	// Usage is the key's state on the policy.
+	Usage
+}
+
+// peek reads what parts' keys have on every policy, concurrently.
+func (d *decider) peek(ctx context.Context, parts []part) ([]PolicyUsage, error) {
+	res, holds, err := prepare(ctx, parts, Cost{Requests: 1, Bytes: 1}, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PolicyUsage, len(holds))
+	errs := make([]error, len(holds))
+	var wg sync.WaitGroup
+	for i, h := range holds {
+		p := res.Policies[i]
+		out[i] = PolicyUsage{Limiter: p.Limiter, Policy: p.Policy, Unit: p.Unit, Window: p.Window, Key: p.Key}
+		wg.Go(func() {
+			u, err := d.c.Inspect(ctx, h.Resource, h.Request.User)
+			if errors.Is(err, ledger.ErrUnknownUser) && h.Resource.Lazy {
+				u, err = Usage{Limit: p.Decision.Limit, Available: p.Decision.Limit}, nil
+			}
+			out[i].Usage, errs[i] = u, err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,123 @@
+package recipes
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// The RateLimit header fields of draft-ietf-httpapi-ratelimit-headers-10,
+// written as RFC 9651 structured-field lists: one item per policy, a
+// String naming it, with parameters. RateLimit-Policy says the policy
+// (q: the key's quota, qu: its unit when not requests, w: the window in
+// seconds); RateLimit says its state (r: remaining, t: seconds until more
+// quota is available).
+
+// policyItem is one policy as the RateLimit headers see it.
+type policyItem struct {
+	name   string
+	unit   Unit
+	quota  uint64
+	window time.Duration // 0: no window (concurrency)
+	// state, when known: remaining units and seconds until more return.
+	known     bool
+	remaining uint64
+	reset     time.Duration
+	noReset   bool // t is left out (concurrency, when admitted)
+}
+
+// itemOf is the header item of policy result p. A policy not decided
+// (Skipped) has no known state.
+func itemOf(p PolicyResult) policyItem {
+	it := policyItem{name: p.Policy, unit: p.Unit, quota: p.Decision.Limit, window: p.Window}
+	if p.Skipped() || p.Decision.Reason == ledger.Unavailable {
+		return it
+	}
+	it.known, it.remaining = true, p.Decision.Remaining
+	// t is when more quota returns: for a policy that refused, when enough
+	// for the same cost will have; otherwise when all of it will have
+	// (a sliding window log returns units one by one, so some may come
+	// sooner: the draft lets t be an upper bound).
+	it.reset = p.Decision.ResetAfter
+	if p.Decision.Reason == ledger.LimitExceeded && p.Decision.RetryAfter >= 0 {
+		it.reset = p.Decision.RetryAfter
+	}
+	return it
+}
+
+// writeRateLimit adds the RateLimit-Policy and RateLimit lines of items to
+// h. It adds (never sets) a line of each, so that several middlewares each
+// add theirs: a list split over several lines is one list (RFC 9651 §3.1).
+func writeRateLimit(h http.Header, items []policyItem) {
+	var policy, state []string
+	for _, it := range items {
+		policy = append(policy, it.policy())
+		if it.known {
+			state = append(state, it.state())
+		}
+	}
+	if len(policy) > 0 {
+		h.Add("RateLimit-Policy", strings.Join(policy, ", "))
+	}
+	if len(state) > 0 {
+		h.Add("RateLimit", strings.Join(state, ", "))
+	}
+}
+
+func (it policyItem) policy() string {
+	s := sfString(it.name) + ";q=" + sfInteger(it.quota)
+	if it.unit != Requests {
+		s += ";qu=" + sfString(it.unit.String())
+	}
+	if it.window > 0 {
+		s += ";w=" + sfInteger(ceilSeconds(it.window))
+	}
+	return s
+}
+
+func (it policyItem) state() string {
+	s := sfString(it.name) + ";r=" + sfInteger(it.remaining)
+	if !it.noReset {
+		s += ";t=" + sfInteger(ceilSeconds(it.reset))
+	}
+	return s
+}
+
+// sfMaxInteger is the largest RFC 9651 Integer (15 digits).
+const sfMaxInteger = 999_999_999_999_999
+
+// sfInteger writes n as an RFC 9651 Integer, capped at the largest one:
+// limits and amounts go up to 2^63-1, which has 19 digits.
+func sfInteger(n uint64) string { return strconv.FormatUint(min(n, sfMaxInteger), 10) }
+
+// sfString writes s as an RFC 9651 String: printable ASCII in quotes, '"'
+// and '\' escaped. Policy names are a-z 0-9 - _ . and units are fixed
+// words, so nothing else occurs; anything else would be dropped.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c <= 0x7e:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// ceilSeconds is d in whole seconds, rounded up, 0 for d ≤ 0.
+func ceilSeconds(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64(math.Ceil(d.Seconds()))
+}

@@ -1,0 +1,314 @@
+package recipes_test
+
+import (
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/simnet"
+	"github.com/tblimit/tblimit/recipes"
+	"github.com/tblimit/tblimit/testenv"
+)
+
+// lastResult is an Observer that keeps the last decision.
+type lastResult struct {
+	mu sync.Mutex
+	r  recipes.Result
+}
+
+func (l *lastResult) ObserveResult(e recipes.Event) {
+	l.mu.Lock()
+	l.r = e.Result
+	l.mu.Unlock()
+}
+
+func (l *lastResult) get() recipes.Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r
+}
+
+// ceil is d in whole seconds, rounded up.
+func ceil(d time.Duration) int64 { return int64(math.Ceil(max(d, 0).Seconds())) }
+
+// checkRateLimitHeaders parses the RateLimit-Policy and RateLimit fields of
+// h with an RFC 9651 parser that is not ours, and checks every item
+// against the decision res: one item per enforcing policy, in order, with
+// its name, q, qu, w, and (when it was decided) r and t.
+func checkRateLimitHeaders(t *testing.T, h http.Header, res recipes.Result) {
+	t.Helper()
+	policies, err := httpsfv.UnmarshalList(h.Values("RateLimit-Policy"))
+	if err != nil {
+		t.Fatalf("RateLimit-Policy %q: %v", h.Values("RateLimit-Policy"), err)
+	}
+	states, err := httpsfv.UnmarshalList(h.Values("RateLimit"))
+	if err != nil {
+		t.Fatalf("RateLimit %q: %v", h.Values("RateLimit"), err)
+	}
+	param := func(it httpsfv.Item, name string) (any, bool) { return it.Params.Get(name) }
+	var want, wantStates []recipes.PolicyResult
+	for _, p := range res.Policies {
+		if !p.Shadow {
+			want = append(want, p)
+			if !p.Skipped() {
+				wantStates = append(wantStates, p)
+			}
+		}
+	}
+	if len(policies) != len(want) || len(states) != len(wantStates) {
+		t.Fatalf("%d policy items and %d state items (%q, %q), want %d and %d", len(policies), len(states), h.Values("RateLimit-Policy"), h.Values("RateLimit"), len(want), len(wantStates))
+	}
+	for i, p := range want {
+		it, ok := policies[i].(httpsfv.Item)
+		if !ok || it.Value != p.Policy {
+			t.Fatalf("RateLimit-Policy item %d = %#v, want the String %q", i, policies[i], p.Policy)
+		}
+		if q, _ := param(it, "q"); q != int64(p.Decision.Limit) {
+			t.Errorf("%s: q = %v, want %d", p.Policy, q, p.Decision.Limit)
+		}
+		if w, _ := param(it, "w"); w != int64(p.Window/time.Second) {
+			t.Errorf("%s: w = %v, want %d", p.Policy, w, p.Window/time.Second)
+		}
+		qu, has := param(it, "qu")
+		if has != (p.Unit != recipes.Requests) || has && qu != p.Unit.String() {
+			t.Errorf("%s: qu = %v (present %v), want %q only when not requests", p.Policy, qu, has, p.Unit)
+		}
+	}
+	for i, p := range wantStates {
+		it, ok := states[i].(httpsfv.Item)
+		if !ok || it.Value != p.Policy {
+			t.Fatalf("RateLimit item %d = %#v, want the String %q", i, states[i], p.Policy)
+		}
+		if r, _ := param(it, "r"); r != int64(p.Decision.Remaining) {
+			t.Errorf("%s: r = %v, want %d", p.Policy, r, p.Decision.Remaining)
+		}
+		wantT := p.Decision.ResetAfter
+		if p.Decision.Reason == ledger.LimitExceeded {
+			wantT = p.Decision.RetryAfter
+		}
+		if !res.Allowed && res.RetryAfter >= 0 {
+			wantT = min(wantT, res.RetryAfter) // Retry-After is never earlier than a t
+		}
+		if tt, _ := param(it, "t"); tt != ceil(wantT) {
+			t.Errorf("%s: t = %v, want %d", p.Policy, tt, ceil(wantT))
+		}
+	}
+	if !res.Allowed && res.RetryAfter > 0 {
+		if got, want := h.Get("Retry-After"), strconv.FormatInt(ceil(res.RetryAfter), 10); got != want {
+			t.Errorf("Retry-After %q, want %q", got, want)
+		}
+		for _, it := range states {
+			if tt, _ := it.(httpsfv.Item).Params.Get("t"); tt.(int64) > ceil(res.RetryAfter) {
+				t.Errorf("t = %v later than Retry-After %v", tt, res.RetryAfter)
+			}
+		}
+	}
+}
+
+// The middleware reports every enforcing policy of the stack, with the
+// decision's numbers, in fields a current RFC 9651 parser reads.
+func TestStackMiddlewareHeaders(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		short, long := windows(b)
+		c := ledger.New(b.Client)
+		perIP := newLimiter(t, b, c, "ip", []recipes.Policy{
+			{Name: "ip-fast", Limit: recipes.Per(2, short), Lazy: true},
+			{Name: "ip-bytes", Limit: recipes.Bytes(1000).Per(long), Unit: recipes.ContentBytes, Lazy: true},
+		})
+		perKey := newLimiter(t, b, c, "key", []recipes.Policy{{Name: "key-slow", Limit: recipes.Per(5, long), Lazy: true}})
+		trial := newLimiter(t, b, c, "trial", []recipes.Policy{{Name: "trial", Limit: recipes.Per(1, long), Lazy: true}}, recipes.Shadow())
+		var last lastResult
+		s, err := recipes.NewStack("api", []recipes.Layer[*http.Request]{
+			{Limiter: perIP, Key: recipes.ClientIP(recipes.Proxies{})},
+			{Limiter: perKey, Key: recipes.Header("X-Api-Key")},
+			{Limiter: trial, Key: recipes.Header("X-Api-Key")},
+		}, recipes.WithObserver(&last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := recipes.StackMiddleware(s, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		do := func(key, body string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+			if body == "" {
+				req = httptest.NewRequest("GET", "/", nil)
+			}
+			if key != "" {
+				req.Header.Set("X-Api-Key", key)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		for i, step := range []struct {
+			key, body string
+			code      int
+		}{
+			{"k1", strings.Repeat("x", 100), 200},
+			{"k1", "", 200}, // no content: ip-bytes in RateLimit-Policy only
+			{"k1", "", 429}, // ip-fast
+		} {
+			rec := do(step.key, step.body)
+			if rec.Code != step.code {
+				t.Fatalf("step %d: %d, want %d (%v)", i, rec.Code, step.code, rec.Header())
+			}
+			checkRateLimitHeaders(t, rec.Header(), last.get())
+		}
+		if rec := do("", "x"); rec.Code != http.StatusBadRequest || rec.Header().Get("RateLimit") != "" {
+			t.Fatalf("no API key: %d %v, want 400 without RateLimit", rec.Code, rec.Header())
+		}
+		b.Advance(t, short+time.Millisecond)
+		waitPeek(t, b, perIP, "192.0.2.1", []uint64{0, 100})
+		if rec := do("k1", strings.Repeat("x", 1001)); rec.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("content over the whole bytes limit: %d, want 413", rec.Code)
+		}
+	})
+}
+
+// End to end through a real net/http server and client: a stack of three
+// limiters (global, per API key, per API key and route) answers 200, then
+// 429 with Retry-After and the RateLimit fields, 400 without a key, and 503
+// while the cluster does not answer, unless the stack fails open.
+func TestStackMiddlewareEndToEnd(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		_, w := windows(b)
+		sc := simnet.New(b.Client, simnet.Model{Name: "free"}) // to stall the cluster at will
+		t.Cleanup(sc.Close)
+		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(300*time.Millisecond))
+		global := newLimiter(t, b, c, "global", []recipes.Policy{{Name: "global", Limit: recipes.Per(1000, w), Lazy: true}})
+		perKey := newLimiter(t, b, c, "customer", []recipes.Policy{{Name: "customer", Limit: recipes.Per(10, w), Lazy: true}})
+		perRoute := newLimiter(t, b, c, "route", []recipes.Policy{{Name: "route", Limit: recipes.Per(2, w), Lazy: true}})
+		layers := []recipes.Layer[*http.Request]{
+			{Limiter: global, Key: recipes.Const("all")},
+			{Limiter: perKey, Key: recipes.Header("X-Api-Key")},
+			{Limiter: perRoute, Key: recipes.Composite(recipes.Header("X-Api-Key"), recipes.Pattern())},
+		}
+		var last lastResult
+		strict, err := recipes.NewStack("strict", layers, recipes.WithObserver(&last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		open, err := recipes.NewStack("open", layers, recipes.FailOpen())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })
+		mux := http.NewServeMux()
+		mux.Handle("POST /pay", recipes.StackMiddleware(strict, nil)(ok))
+		mux.Handle("POST /refund", recipes.StackMiddleware(strict, nil)(ok))
+		mux.Handle("POST /open", recipes.StackMiddleware(open, nil)(ok))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		post := func(path, key string) *http.Response {
+			t.Helper()
+			req, _ := http.NewRequest("POST", srv.URL+path, nil)
+			if key != "" {
+				req.Header.Set("X-Api-Key", key)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp
+		}
+		for i, step := range []struct {
+			path string
+			code int
+		}{{"/pay", 200}, {"/pay", 200}, {"/pay", 429}, {"/refund", 200}} {
+			resp := post(step.path, "cust-1")
+			if resp.StatusCode != step.code {
+				t.Fatalf("step %d: POST %s = %d, want %d", i, step.path, resp.StatusCode, step.code)
+			}
+			res := last.get()
+			checkRateLimitHeaders(t, resp.Header, res)
+			if step.code == 429 && (res.DeniedBy != "route" || resp.Header.Get("Retry-After") == "" || len(res.Policies) != 3) {
+				t.Fatalf("429: %+v, Retry-After %q; want denied by route", res, resp.Header.Get("Retry-After"))
+			}
+		}
+		if resp := post("/pay", ""); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("no key: %d, want 400", resp.StatusCode)
+		}
+		sc.SetFaults(simnet.Faults{Stall: true})
+		resp := post("/pay", "cust-2")
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("cluster stalled: %d %v, want 503 with Retry-After: 1", resp.StatusCode, resp.Header)
+		}
+		if resp := post("/open", "cust-3"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("cluster stalled, fail-open stack: %d %v, want 200 without RateLimit", resp.StatusCode, resp.Header)
+		}
+		sc.SetFaults(simnet.Faults{})
+		if resp := post("/refund", "cust-2"); resp.StatusCode != 200 {
+			t.Fatalf("cluster back: %d, want 200", resp.StatusCode)
+		}
+	})
+}
+
+// The concurrency middleware holds a slot while the handler runs and gives
+// it back when it returns, or panics.
+func TestConcurrencyMiddleware(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		ctx := context.Background()
+		cl, err := recipes.NewConcurrency(ledger.New(b.Client), recipes.Config{Name: "inflight", Ledger: b.NewLedger(), Lazy: true}, 2, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+		release, entered := make(chan struct{}), make(chan struct{})
+		h := recipes.ConcurrencyMiddleware(cl, recipes.Header("X-Api-Key"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/panic" {
+				panic("handler failed")
+			}
+			entered <- struct{}{}
+			<-release
+		}))
+		do := func(path string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest("GET", path, nil)
+			req.Header.Set("X-Api-Key", "k")
+			rec := httptest.NewRecorder()
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(rec, req)
+			}()
+			return rec
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { do("/") })
+			<-entered
+		}
+		rec := do("/")
+		if rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("a third request in flight: %d %v, want 429 with Retry-After", rec.Code, rec.Header())
+		}
+		items, err := httpsfv.UnmarshalList(rec.Header().Values("RateLimit-Policy"))
+		if err != nil || len(items) != 1 {
+			t.Fatalf("RateLimit-Policy %q: %v", rec.Header().Values("RateLimit-Policy"), err)
+		}
+		it := items[0].(httpsfv.Item)
+		if qu, _ := it.Params.Get("qu"); qu != "concurrent-requests" || it.Value != "inflight" {
+			t.Fatalf("RateLimit-Policy item %#v, want inflight with qu=concurrent-requests", it)
+		}
+		close(release)
+		wg.Wait()
+		if u, err := cl.Inspect(ctx, "k"); err != nil || u.InFlight != 0 {
+			t.Fatalf("after the handlers returned: %+v, %v; want nothing in flight", u, err)
+		}
+		do("/panic")
+		if u, err := cl.Inspect(ctx, "k"); err != nil || u.InFlight != 0 {
+			t.Fatalf("after a handler panicked: %+v, %v; want nothing in flight", u, err)
+		}
+	})
+}

@@ -1,0 +1,120 @@
+package recipes
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// Unit says what a policy counts. Its String is the quota unit the
+// RateLimit-Policy header names ("qu").
+type Unit uint8
+
+const (
+	// Requests counts requests: a request takes Cost.Requests units (1
+	// unless said otherwise). It is the zero Unit.
+	Requests Unit = iota
+	// ContentBytes counts the bytes of a request's content: a request takes
+	// Cost.Bytes units.
+	ContentBytes
+	// ConcurrentRequests counts requests in flight. It is the unit of
+	// Concurrency, not of a Limiter's policies.
+	ConcurrentRequests
+)
+
+// String returns "requests", "content-bytes" or "concurrent-requests".
+func (u Unit) String() string {
+	switch u {
+	case Requests:
+		return "requests"
+	case ContentBytes:
+		return "content-bytes"
+	case ConcurrentRequests:
+		return "concurrent-requests"
+	}
+	return fmt.Sprintf("Unit(%d)", uint8(u))
+}
+
+// Policy is one limit of a Limiter: at most Limit.N units in any interval
+// of Limit.Window for each key, kept on a TigerBeetle ledger of its own
+// (one resource). A Policy is a plain value, validated by NewLimiter.
+type Policy struct {
+	// Name names the policy in errors, metrics and RateLimit headers, and
+	// its resource in the cluster: 1 to 12 characters of a-z 0-9 - _ .
+	Name string
+	// Ledger is the TigerBeetle ledger number, one per policy.
+	Ledger uint32
+	// Limit is every key's limit unless its plan says otherwise (see
+	// WithPlans).
+	Limit Limit
+	// Unit is what the policy counts: Requests (the zero value) or
+	// ContentBytes.
+	Unit Unit
+	// Lazy gives a key seen for the first time its limit within its first
+	// decision, instead of failing with ledger.ErrUnknownUser.
+	Lazy bool
+}
+
+// resource is p's definition in the ledger.
+func (p Policy) resource() (ledger.Resource, error) {
+	if err := p.Limit.Validate(); err != nil {
+		return ledger.Resource{}, fmt.Errorf("recipes: policy %q: %w", p.Name, err)
+	}
+	kind := ledger.Requests
+	switch p.Unit {
+	case Requests:
+	case ContentBytes:
+		kind = ledger.Bytes
+	default:
+		return ledger.Resource{}, fmt.Errorf("%w: policy %q: unit %v (a Limiter counts requests or content-bytes; use Concurrency for requests in flight)", ledger.ErrInvalidResource, p.Name, p.Unit)
+	}
+	r := ledger.Resource{Name: p.Name, Ledger: p.Ledger, Kind: kind, Window: p.Limit.Window, DefaultLimit: p.Limit.N, Lazy: p.Lazy}
+	if err := r.Validate(); err != nil {
+		return ledger.Resource{}, err
+	}
+	return r, nil
+}
+
+// Cost is what one request takes: Cost.Requests units of every Requests
+// policy and Cost.Bytes units of every ContentBytes policy. A policy whose
+// part is 0 takes nothing and is not decided (its PolicyResult is Skipped).
+type Cost struct {
+	Requests uint64
+	Bytes    uint64
+}
+
+// of is the part of c that a policy of unit u takes.
+func (c Cost) of(u Unit) uint64 {
+	if u == ContentBytes {
+		return c.Bytes
+	}
+	return c.Requests
+}
+
+// PolicyResult is one policy's part of a Result.
+type PolicyResult struct {
+	// Limiter and Policy name the limiter and the policy.
+	Limiter, Policy string
+	// Unit and Window are the policy's.
+	Unit   Unit
+	Window time.Duration
+	// Key is the key it decided for, in its normal form (ledger.NormalizeKey).
+	Key string
+	// Amount is how many units the request asked of it; 0 when the cost
+	// had nothing in its unit, and then the policy was not decided
+	// (Skipped) and Decision holds only the key's Limit.
+	Amount uint64
+	// Shadow reports that the policy was in shadow mode: its denial did not
+	// deny the request.
+	Shadow bool
+	// Decision is the policy's decision (see ledger.Decision for what is
+	// exact): Allowed when its units were taken; when the request was
+	// denied, Reason says whether this policy refused (LimitExceeded) or
+	// would have fitted (Admitted), and nothing was taken from it.
+	Decision Decision
+}
+
+// Skipped reports that the policy was not decided: the request's cost had
+// nothing in its unit.
+func (p PolicyResult) Skipped() bool { return p.Amount == 0 }

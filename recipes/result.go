@@ -1,0 +1,117 @@
+package recipes
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+var (
+	// ErrExceedsLimit means a Wait can never be admitted: its cost is more
+	// than a policy's whole limit.
+	ErrExceedsLimit = errors.New("recipes: the cost exceeds a policy's whole limit")
+	// ErrWouldExceedDeadline means a Wait returned at once because its
+	// context's deadline comes before the earliest instant it could be
+	// admitted.
+	ErrWouldExceedDeadline = errors.New("recipes: admission would come after the context's deadline")
+)
+
+// Result is the decision of a Limiter or a Stack on one request, made as
+// one linked chain of holds, one per policy decided: every hold was taken,
+// or none. A denial is a Result with Allowed false, not an error.
+type Result struct {
+	// Allowed reports whether the request may go ahead: no enforcing
+	// policy denied it (policies in shadow mode never deny), or the cluster
+	// was unavailable and the limiter fails open.
+	Allowed bool
+	// Reason is Admitted, LimitExceeded (an enforcing policy denied) or
+	// Unavailable (the cluster did not answer; Allowed says what the
+	// failure policy made of it).
+	Reason ledger.Reason
+	// DeniedBy names the first enforcing policy that denied, or is "".
+	DeniedBy string
+	// RetryAfter is, when denied, how long until every denying policy
+	// could admit the same cost (the latest of their RetryAfter); negative
+	// when a policy's whole limit is less than the cost.
+	RetryAfter time.Duration
+	// ShadowDenied names the policies in shadow mode that would have
+	// denied the request. Each was left out of the chain, which was then
+	// decided again without it (one more create request per round).
+	ShadowDenied []string
+	// Policies has every policy's part, in the order of the limiters and
+	// their policies.
+	Policies []PolicyResult
+}
+
+// Outcome classifies a decision for metrics.
+type Outcome uint8
+
+const (
+	// OutcomeAdmitted: allowed, and no shadow policy would have denied.
+	OutcomeAdmitted Outcome = iota
+	// OutcomeDenied: an enforcing policy denied.
+	OutcomeDenied
+	// OutcomeShadowDenied: allowed, but a policy in shadow mode would have
+	// denied.
+	OutcomeShadowDenied
+	// OutcomeUnavailable: the cluster did not answer in time.
+	OutcomeUnavailable
+	// OutcomeError: the call failed otherwise (bad input, unknown user).
+	OutcomeError
+)
+
+// String returns "admitted", "denied", "shadow-denied", "unavailable" or
+// "error".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAdmitted:
+		return "admitted"
+	case OutcomeDenied:
+		return "denied"
+	case OutcomeShadowDenied:
+		return "shadow-denied"
+	case OutcomeUnavailable:
+		return "unavailable"
+	case OutcomeError:
+		return "error"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Observer is told of every decision of the Limiters and Stacks it is
+// given to (WithObserver): package metrics implements it for Prometheus,
+// and a tracer can too. ObserveResult is called on the deciding goroutine
+// once the decision is made: it must be quick and safe for concurrent use.
+type Observer interface {
+	ObserveResult(Event)
+}
+
+// Event is one decision as an Observer sees it.
+type Event struct {
+	// Limiter names the Limiter or Stack that decided.
+	Limiter string
+	// Result is the decision (the zero Result, or what is known, when Err
+	// is not nil).
+	Result Result
+	// Err is the error the call returned, if any.
+	Err error
+	// Took is how long the decision took.
+	Took time.Duration
+}
+
+// Outcome classifies e.
+func (e Event) Outcome() Outcome {
+	switch {
+	case e.Err != nil && errors.Is(e.Err, ledger.ErrUnavailable), e.Result.Reason == ledger.Unavailable:
+		return OutcomeUnavailable
+	case e.Err != nil:
+		return OutcomeError
+	case !e.Result.Allowed:
+		return OutcomeDenied
+	case len(e.Result.ShadowDenied) > 0:
+		return OutcomeShadowDenied
+	}
+	return OutcomeAdmitted
+}
