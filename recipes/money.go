@@ -32,6 +32,15 @@ func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64
 	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount})
 }
 
+// PayID is Pay under request ID id (see ledger.Request.ID): the payment is
+// made at most once under id, however often it is retried (after a lost
+// answer, from any process), and one refused (over the limit, or short of
+// funds) can be made again under id later. ledger.KeyID derives an ID from
+// an order or payment number.
+func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (Decision, error) {
+	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
+}
+
 // Fund credits amount to user key's account on the currency ledger.
 func (m *MoneyPerWindow) Fund(ctx context.Context, key string, amount uint64) error {
 	return m.c.Fund(ctx, m.res.Currency, ledger.Request{User: key, Amount: amount})

@@ -250,3 +250,34 @@ func TestLimitValidation(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// A payment made under an order's ID is made once, however often retried.
+func TestPayID(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		ctx := context.Background()
+		daily, err := recipes.NewMoneyPerWindow(ledger.New(b.Client), recipes.Config{Name: "payid", Ledger: b.NewLedger()}, b.NewLedger(), recipes.Amount(1000).Per(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := daily.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{"carol", "shop"} {
+			if err := daily.AddUser(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := daily.Fund(ctx, "carol", 500); err != nil {
+			t.Fatal(err)
+		}
+		id := ledger.KeyID("order-7")
+		for i := 0; i < 3; i++ {
+			if d, err := daily.PayID(ctx, id, "carol", "shop", 200); err != nil || !d.Allowed || d.ID != id {
+				t.Fatalf("PayID #%d = %+v, %v", i+1, d, err)
+			}
+		}
+		if f, err := daily.Funds(ctx, "carol"); err != nil || f != 300 {
+			t.Fatalf("carol holds %d, %v; want 300: paid once", f, err)
+		}
+	})
+}
