@@ -265,7 +265,7 @@ func TestParseFlagsSustained(t *testing.T) {
 	}
 }
 
-func TestIssue6(t *testing.T) {
+func TestTransfersSummary(t *testing.T) {
 	res := func(wl string, callers int, name string, transfers, admitted uint64) *result {
 		r := &result{Workload: wl, Callers: callers, Contender: name, Admitted: admitted,
 			ClientOps: map[string]opCount{"create_transfers": {Requests: 1, Events: transfers}, "lookup_accounts": {Requests: 1, Events: 1}}}
@@ -283,16 +283,16 @@ func TestIssue6(t *testing.T) {
 	if c := rep.Results[0].cost(); c == nil || c.TransfersPerAdmitted != 1 || c.EventsPerAdmitted != 1.001 {
 		t.Fatalf("cost = %+v, want 1 transfer and 1.001 events per admitted", c)
 	}
-	rep.issue6()
-	if len(rep.Issue6) != 2 {
-		t.Fatalf("issue6 = %+v, want 2 cells", rep.Issue6)
+	rep.transfers()
+	if len(rep.Transfers) != 2 {
+		t.Fatalf("transfers = %+v, want 2 cells", rep.Transfers)
 	}
-	z := rep.Issue6[0]
+	z := rep.Transfers[0]
 	if !z.Acceptance || z.VsPlain.Exact != 0.15 || z.VsPlain.ExactMet != "met" || z.VsPlain.Lease != 0.06 || z.VsPlain.LeaseMet != "missed" ||
 		z.VsRaw.Lease != 0.015 || z.VsRaw.LeaseMet != "met" {
 		t.Errorf("zipf/256: %+v", z)
 	}
-	h := rep.Issue6[1]
+	h := rep.Transfers[1]
 	if h.Acceptance || h.Exact != 0 || h.VsPlain.ExactMet != "" || h.VsPlain.LeaseMet != "met" || h.Raw != 0 || h.VsRaw.LeaseMet != "" {
 		t.Errorf("hot/16: %+v", h)
 	}
@@ -334,8 +334,8 @@ func TestRunQuick(t *testing.T) {
 		t.Errorf("table:\n%s", table)
 	}
 	rep := readReport(t, filepath.Join(dir, "bench.json"))
-	if len(rep.Ratios) == 0 || len(rep.Issue6) != 4 {
-		t.Errorf("bench.json: %d ratios, issue 6 cells %+v, want some and 4", len(rep.Ratios), rep.Issue6)
+	if len(rep.Ratios) == 0 || len(rep.Transfers) != 4 {
+		t.Errorf("bench.json: %d ratios, issue 6 cells %+v, want some and 4", len(rep.Ratios), rep.Transfers)
 	}
 	checkCosts(t, rep)
 	checkPNG(t, filepath.Join(dir, "bench.png"))

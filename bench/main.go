@@ -1,7 +1,7 @@
 // Command bench measures request-rate decisions per second of tblimit next
 // to the limiters users would pick instead, in one run on one machine, and
 // writes a text table, a JSON file and a PNG chart. scripts/bench.sh runs it
-// with a local Redis; see README-section.md.
+// with a local Redis; see README.md.
 package main
 
 import (
@@ -28,7 +28,7 @@ import (
 type config struct {
 	Quick bool `json:"quick"`
 	// Sustained cells last longer than the window, so that units expire
-	// and come back during a cell (see README-section.md).
+	// and come back during a cell (see README.md).
 	Sustained bool `json:"sustained"`
 	// WindowCheck times every decision and checks, for the sliding
 	// window contenders, that no key admitted more than its bound in any

@@ -322,8 +322,8 @@ type report struct {
 	Results []*result `json:"results"`
 	Ratios  []ratio   `json:"ratios"`
 	Targets []target  `json:"targets"`
-	// Issue6 compares tblimit's modes by transfers per admitted decision.
-	Issue6 []costRatio `json:"issue6_transfers_per_admitted"`
+	// Transfers compares tblimit's modes by transfers per admitted decision.
+	Transfers []costRatio `json:"transfers_per_admitted"`
 
 	order []string // contender names in run order
 }
@@ -426,18 +426,18 @@ func (rep *report) finish() {
 	rep.Targets = append(rep.Targets, target{Target: "tblimit ahead of redis_rate at 256 callers",
 		Result: strings.Join(parts, ", "), Met: verdict(ran, met)})
 
-	rep.issue6()
+	rep.transfers()
 	rep.issue10()
 }
 
-// issue6 compares the transfers per admitted decision of exact coalescing
+// transfers compares the transfers per admitted decision of exact coalescing
 // and leases with two baselines, and checks the issue's thresholds at 256
 // callers: the plain recipe as tblimit runs it (tblimit/<engine>, whose
 // drained-user cache already denies most denials without a transfer), and
 // the raw row (one pending transfer per decision, the recipe as DESIGN.md
 // states it).
-func (rep *report) issue6() {
-	rep.Issue6 = nil
+func (rep *report) transfers() {
+	rep.Transfers = nil
 	engines := []struct{ name, raw string }{{"embedded", "raw engine"}, {"tigerbeetle", "raw client/tigerbeetle"},
 		{"modelled", "raw client/modelled"}}
 	for _, e := range engines {
@@ -510,7 +510,7 @@ func (rep *report) issue6() {
 					cr.VsRaw = br
 				}
 			}
-			rep.Issue6 = append(rep.Issue6, cr)
+			rep.Transfers = append(rep.Transfers, cr)
 		}
 		for _, t := range tallies {
 			rep.Targets = append(rep.Targets, target{Target: fmt.Sprintf("issue 6, %s, %d callers, tr/adm over %s's: zipf exact ≤ 1/5, "+
@@ -711,7 +711,7 @@ tr/adm, ev/adm: TigerBeetle transfers (create_transfers events), and events of e
 tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
-	rep.issue6Text(w)
+	rep.transfersText(w)
 	rep.issue14Text(w)
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
@@ -719,17 +719,17 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
 	}
 }
 
-// issue6Text writes the issue 6 summary: transfers per admitted decision of
+// transfersText writes the summary of the transfers per admitted decision (issue 6): transfers per admitted decision of
 // each mode, and the ratios to the two baselines with their thresholds.
-func (rep *report) issue6Text(w io.Writer) {
-	if len(rep.Issue6) == 0 {
+func (rep *report) transfersText(w io.Writer) {
+	if len(rep.Transfers) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nissue 6: transfers per admitted decision (tr/adm), exact coalescing and leases vs the plain recipe and vs raw")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\tworkload\tcallers\tplain\texact\tfloor\tlease\tfloor\tany lease\traw\t"+
 		"exact/plain\t\tlease/plain\t\texact/raw\t\tlease/raw\t\t")
-	for _, c := range rep.Issue6 {
+	for _, c := range rep.Transfers {
 		mark := ""
 		if c.Acceptance {
 			mark = " †"
