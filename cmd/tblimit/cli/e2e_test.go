@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -522,6 +523,8 @@ func TestJSONFields(t *testing.T) {
 		{ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
 		{ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
 		{ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "reservations"}},
+		{ExitOK, []string{"history", "api", "alice"}, []string{"resource", "user", "since", "until", "admissions", "more"}},
+		{ExitOK, []string{"audit", "api"}, []string{"resource", "since", "until", "ok", "users", "unaudited"}},
 	} {
 		var m map[string]json.RawMessage
 		r := e.code(c.code, append([]string{"-o", "json"}, c.args...)...)
@@ -545,6 +548,34 @@ func TestJSONFields(t *testing.T) {
 	_ = json.Unmarshal(b, &res)
 	if len(res) != 6 {
 		t.Errorf("a reservation has fields %v, want id, amount, taken, returns, returns_in_seconds, ref", res)
+	}
+	for _, c := range []struct {
+		args []string
+		path []string // to the object checked
+		keys []string
+	}{
+		{[]string{"history", "api", "alice"}, []string{"admissions", "0"}, []string{"id", "hold", "taken", "amount", "ref", "end", "ended"}},
+		{[]string{"history", "usd", "alice"}, []string{"admissions", "0"}, []string{"id", "hold", "taken", "amount", "ref", "end", "ended", "payment"}},
+		{[]string{"history", "usd", "alice"}, []string{"admissions", "0", "payment"}, []string{"id", "to", "to_account", "amount", "time"}},
+		{[]string{"audit", "api"}, []string{"users", "0"}, []string{"user", "ok", "limit", "holds", "units", "ended", "most_in_window", "window_start", "most_in_flight", "over"}},
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(e.ok(append([]string{"-o", "json"}, c.args...)...)), &v); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range c.path {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[step]
+			case []any:
+				v = x[0]
+			}
+		}
+		m, _ := v.(map[string]any)
+		got := slices.Sorted(maps.Keys(m))
+		if want := slices.Sorted(slices.Values(c.keys)); !slices.Equal(got, want) {
+			t.Errorf("tblimit -o json %s: %v has fields %v, want %v", strings.Join(c.args, " "), c.path, got, want)
+		}
 	}
 }
 

@@ -23,17 +23,19 @@ type ExitCode int
 
 // The exit codes, published in README and in --help.
 const (
-	ExitOK     ExitCode = 0 // success; the request was admitted
-	ExitError  ExitCode = 1 // something went wrong
-	ExitUsage  ExitCode = 2 // the command line is wrong
-	ExitDenied ExitCode = 3 // a limit denied the request (nothing was taken)
+	ExitOK        ExitCode = 0 // success; the request was admitted
+	ExitError     ExitCode = 1 // something went wrong
+	ExitUsage     ExitCode = 2 // the command line is wrong
+	ExitDenied    ExitCode = 3 // a limit denied the request (nothing was taken)
+	ExitOverLimit ExitCode = 4 // audit found a user over its limit
 )
 
 const exitCodeHelp = `Exit codes:
   0  success; the request was admitted
   1  error (bad input in a file, an unknown resource or user, the cluster or data file unavailable)
   2  usage error (a bad command line: unknown command or flag, a malformed argument)
-  3  denied by a limit (acquire, pay: nothing was taken or paid)`
+  3  denied by a limit (acquire, pay: nothing was taken or paid)
+  4  audit found a user over its limit in a window or in flight`
 
 // Main runs the command line of this process and returns its exit code.
 func Main() ExitCode {
@@ -97,7 +99,8 @@ errors go to stderr, once.
 		c.GroupID = "provision"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newCmdAcquire(f, nil), newCmdPay(f, nil), newCmdFund(f, nil), newCmdUsage(f, nil)} {
+	for _, c := range []*cobra.Command{newCmdAcquire(f, nil), newCmdPay(f, nil), newCmdFund(f, nil), newCmdUsage(f, nil),
+		newCmdHistory(f, nil), newCmdAudit(f, nil)} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}
