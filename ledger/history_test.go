@@ -360,3 +360,27 @@ func TestHistoryOperatorActs(t *testing.T) {
 		checkHistory(t, history(t, c, r, "v", time.Time{}, time.Time{}, 0), "{5 ref 0 cancelled}", "{2 ref 0 cancelled}")
 	})
 }
+
+// The later holds of an AcquireAll chain carry the request's name, also
+// when its first attempt was spent and the chain was sent again under new
+// IDs (here: a lazy user's first decision, provisioned within the call).
+func TestHistoryChainAfterAnAgain(t *testing.T) {
+	t.Skip("known bug, reported: op.again (ledger/decide.go) gives an unnamed chain's first hold a new ID " +
+		"but leaves the later holds' user_data_128 naming the old one; remove this Skip with the fix")
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, lazy := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
+		_, other := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
+		acquire(t, c, other, "u", 1) // u exists on the second resource only
+		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+			{Resource: lazy, Request: ledger.Request{User: "u", Amount: 1}},
+			{Resource: other, Request: ledger.Request{User: "u", Amount: 1}},
+		})
+		if err != nil || !ds[0].Allowed {
+			t.Fatalf("AcquireAll = %+v, %v", ds, err)
+		}
+		h := history(t, c, other, "u", time.Time{}, time.Time{}, 1)
+		if h[0].ID != ds[0].ID {
+			t.Fatalf("the chain's later hold is named %s, the request %s", h[0].ID, ds[0].ID)
+		}
+	})
+}
