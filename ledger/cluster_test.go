@@ -77,14 +77,21 @@ func (f *fleet) setup(t testing.TB, c *ledger.Client, b *testenv.Backend, users 
 	f.Req = ledger.Resource{Name: "req", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: 2 * time.Second, DefaultLimit: 20, Lazy: true}
 	f.Money = ledger.Resource{Name: "usd", Ledger: b.NewLedger(), Kind: ledger.Money, Window: time.Hour, DefaultLimit: 300, Currency: b.NewLedger()}
 	f.Funds = 10_000
+	for i := range users {
+		f.Users = append(f.Users, fmt.Sprintf("u%d", i))
+	}
+	f.provision(t, c)
+}
+
+// provision creates f's resources and its users on money, funded.
+func (f *fleet) provision(t testing.TB, c *ledger.Client) {
+	t.Helper()
 	for _, r := range []ledger.Resource{f.Req, f.Money} {
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range users {
-		u := fmt.Sprintf("u%d", i)
-		f.Users = append(f.Users, u)
+	for _, u := range f.Users {
 		if err := c.Provision(ctx, f.Money, ledger.UserLimit{Key: u, Limit: f.Money.DefaultLimit}); err != nil {
 			t.Fatal(err)
 		}
@@ -331,8 +338,11 @@ func TestClusterWorker(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	c, err := ledger.Dial(f.ClusterID, f.Addresses)
-	if err != nil {
+	var c *ledger.Client
+	if len(f.Addresses) == 0 { // alone, on an engine of its own (TestClusterWorkerProcesses)
+		c = ledger.New(embedded.New())
+		f.provision(t, c)
+	} else if c, err = ledger.Dial(f.ClusterID, f.Addresses); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -492,6 +502,44 @@ func TestClusterFaults(t *testing.T) {
 	if problems := auditFleet(c, &f, answers, 500*time.Millisecond); len(problems) > 0 {
 		t.Fatalf("%d problems in what the cluster recorded:\n%s", len(problems), joinLines(problems, 50))
 	}
+}
+
+// The worker processes of TestClusterFaults start, answer, write their
+// answers and stop when told: here each alone, on an engine of its own.
+func TestClusterWorkerProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts processes")
+	}
+	f := fleet{Deadline: time.Second, GiveUp: 10 * time.Second}
+	f.setup(t, ledger.New(embedded.New()), &testenv.Backend{}, 3)
+	dir := t.TempDir()
+	var workers []*worker
+	for i := range 2 {
+		w := f
+		w.Worker = i
+		workers = append(workers, startWorker(t, w, dir))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, w := range workers {
+		for fileLines(w.out) < 10 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var answers []clusterAnswer
+	for _, w := range workers {
+		answers = append(answers, w.stop(t, time.Minute)...)
+	}
+	checkWorkersAnswered(t, answers, 2, time.Time{})
+	for _, a := range answers {
+		if !a.Answered || a.Err != "" || (a.Allowed && a.ID == "") {
+			t.Fatalf("answer %+v", a)
+		}
+	}
+}
+
+func fileLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
 }
 
 // checkWorkersAnswered fails unless every worker got answers, some of them
