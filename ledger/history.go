@@ -151,8 +151,14 @@ func (c *Client) scanHistory(ctx context.Context, uid ID, longest time.Duration,
 	if s.to != 0 {
 		f.TimestampMax = s.to + min(uint64(longest), math.MaxUint64-s.to)
 	}
-	for {
-		got, err := c.conn.AccountTransfers(ctx, &f, BatchMax)
+	// Pages grow from about twice what max asks (holds come with their
+	// posts and voids), so that a short history reads little.
+	want := uint32(BatchMax)
+	if s.max > 0 {
+		want = uint32(min(BatchMax, max(32, 2*(s.max+1))))
+	}
+	for ; ; want = min(2*want, BatchMax) {
+		got, err := c.conn.AccountTransfers(ctx, &f, want)
 		if err != nil {
 			return err
 		}

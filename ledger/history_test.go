@@ -302,6 +302,10 @@ func TestHistoryPaging(t *testing.T) {
 		checkHistory(t, history(t, c, r, "u", time.Time{}, time.Time{}, 37), want[:37]...)
 		checkHistory(t, history(t, c, r, "u", all[90].Taken, all[20].Taken, 0), want[20:91]...)
 		checkHistory(t, history(t, c, r, "u", all[90].Taken, all[20].Taken, 5), want[20:25]...)
+		// Pages of the cluster's own size, which grow from twice what max asks.
+		plain := ledger.New(b.Client)
+		checkHistory(t, history(t, plain, r, "u", time.Time{}, time.Time{}, 70), want[:70]...)
+		checkHistory(t, history(t, plain, r, "u", time.Time{}, all[30].Taken, 25), want[30:55]...)
 	})
 }
 
