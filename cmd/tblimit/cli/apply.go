@@ -306,15 +306,7 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 // flow collection or a quoted string spanning several lines can make it name
 // the line where that starts.
 func faultLine(data []byte) int {
-	var ends []int // the end of each line
-	for i, c := range data {
-		if c == '\n' {
-			ends = append(ends, i+1)
-		}
-	}
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		ends = append(ends, len(data))
-	}
+	ends := lineEnds(data)
 	parses := func(lines int) bool {
 		end := 0
 		if lines > 0 {
@@ -337,6 +329,37 @@ func faultLine(data []byte) int {
 		}
 	}
 	return max(bad, 1)
+}
+
+// lineEnds returns the offset just past each line of a YAML file, its
+// last line included. Lines end where YAML says they do: at \n, \r\n, a
+// lone \r, U+0085, U+2028 or U+2029; so the lines counted here are the ones
+// yaml counts in the positions of the nodes that other errors name.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i := 0; i < len(data); {
+		n := lineBreak(data[i:])
+		if n == 0 {
+			i++
+			continue
+		}
+		i += n
+		ends = append(ends, i)
+	}
+	if len(ends) == 0 || ends[len(ends)-1] < len(data) {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// lineBreak returns the length of the YAML line break data starts with, or 0.
+func lineBreak(data []byte) int {
+	for _, br := range []string{"\r\n", "\r", "\n", "\u0085", "\u2028", "\u2029"} {
+		if bytes.HasPrefix(data, []byte(br)) {
+			return len(br)
+		}
+	}
+	return 0
 }
 
 // yamlProblem is yaml's description of a syntax error, without its package

@@ -46,3 +46,28 @@ func TestFaultLine(t *testing.T) {
 		}
 	}
 }
+
+// Lines end where YAML says they do, so that a syntax error (found by
+// faultLine) and any other error (a node's position in yaml) count the same
+// lines, also in files with lone carriage returns. (Found by
+// FuzzParseApplyFile: "\r0" named line 2 of what was one line to faultLine.)
+func TestApplyLineEndings(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"CR", "resources:\r  - name: api\r   kind: requests\r", "l.yaml:3: "},
+		{"CRLF", "resources:\r\n  - name: api\r\n   kind: requests\r\n", "l.yaml:3: "},
+		{"LS", "resources:\u2028  - name: api\u2028   kind: requests\n", "l.yaml:3: "},
+		{"CR, a bad value", "resources:\r  - {name: api, kind: requests, ledger: 1, window: 0s, default_limit: 1}\r", "l.yaml:2: window"},
+		{"CR, not a mapping", "\r0", "l.yaml:2: want a mapping"},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
+		}
+	}
+	if got := lineEnds([]byte("a\rb\r\nc\u0085d\ne")); len(got) != 5 {
+		t.Errorf("lineEnds = %v, want 5 lines", got)
+	}
+}

@@ -33,9 +33,9 @@ func newCmdUsersImport(f *factory, runF func(context.Context, *usersImportOption
 		Short: "Add users with their limits from a CSV file, in bulk (idempotent)",
 		Long: `Import users and their limits from a CSV file (- for standard input): one user a
 line, KEY[,LIMIT]. An empty or missing LIMIT means the resource's default
-limit. A first line "key,limit" is a header and is skipped; lines starting
-with # are comments. Keys follow the key rule (tblimit users --help): a key
-with white space at either end is an error, not trimmed.
+limit. A first line "key,limit" (or "key" alone) is a header and is skipped;
+lines starting with # are comments. Keys follow the key rule (tblimit users
+--help): a key with white space at either end is an error, not trimmed.
 
   key,limit
   alice,100
@@ -171,7 +171,7 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		line, _ := r.FieldPos(0)
-		if first && len(rec) > 0 && isHeader(rec[0]) {
+		if first && isHeader(rec) {
 			continue
 		}
 		if len(rec) > 2 {
@@ -201,9 +201,19 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 	return out, nil
 }
 
-func isHeader(field string) bool {
-	f := strings.ToLower(strings.TrimSpace(field))
-	return f == "key" || f == "user"
+// isHeader reports whether the first record of a file is its header: key
+// (or user), alone or followed by limit. A first line with anything else in
+// its second field (a limit, or nothing) is a user, even one named key or
+// user, which must not be skipped as a header.
+func isHeader(rec []string) bool {
+	name := func(i int) string { return strings.ToLower(strings.TrimSpace(rec[i])) }
+	switch {
+	case len(rec) == 0 || (name(0) != "key" && name(0) != "user"):
+		return false
+	case len(rec) == 1:
+		return true
+	}
+	return len(rec) == 2 && name(1) == "limit"
 }
 
 // utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.

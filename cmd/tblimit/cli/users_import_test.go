@@ -272,3 +272,31 @@ func TestImportCSVWithBOM(t *testing.T) {
 		t.Errorf("users = %v, want alice 10, bob 1000 (the default), carol 7", got)
 	}
 }
+
+// Only a first line key,limit (or key alone) is a header: a first user
+// named key or user, with a limit, is imported, not skipped. (Found by
+// FuzzParseUsersCSV's round trip: such a user was dropped without a word.)
+func TestImportHeaderRule(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"key,limit\nalice,1\n", []string{"alice"}},
+		{"KEY , Limit\nalice,1\n", []string{"alice"}},
+		{"key\nalice\n", []string{"alice"}},
+		{"user,limit\nalice,1\n", []string{"alice"}},
+		{"user,5\nbob,3\n", []string{"user", "bob"}},
+		{"key,7\n", []string{"key"}},
+		{"key,\nbob\n", []string{"key", "bob"}},
+		{"key,limit\nuser,5\n", []string{"user"}},
+	} {
+		users, err := parseUsersCSV("f.csv", strings.NewReader(c.in))
+		var got []string
+		for _, u := range users {
+			got = append(got, u.key)
+		}
+		if err != nil || strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("parseUsersCSV(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
