@@ -269,6 +269,14 @@ func parseWhen(s string) (when, error) {
 	return when{Ago: d}, nil
 }
 
+// formatWhen prints w as parseWhen reads it.
+func formatWhen(w when) string {
+	if !w.At.IsZero() {
+		return rfc3339(w.At)
+	}
+	return formatWindow(w.Ago)
+}
+
 // time resolves w at now: the zero time (no bound) for nil, and a time the
 // cluster can name otherwise.
 func (w *when) time(now time.Time) time.Time {

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// The fuzz targets of the command line's parsers and readers. Each checks,
+// besides not panicking, that what is accepted round-trips or follows the
+// documented rule, and that what is refused says where: the input quoted,
+// or file:line. Their seed corpora are in testdata/fuzz; `go test` runs them
+// as tests, `go test -fuzz=FuzzX -run=^$` explores.
+
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"2s", "1d", "1h30m", "0", "60", "1.5s", "99999999999d", "-3d", "1d12h", "49710d6h28m15s", "49710d6h28m16s", "1d-1h", " 7d "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseWindow(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), strconv.Quote(s)) {
+				t.Fatalf("parseWindow(%q): error %q does not quote the input", s, err)
+			}
+			return
+		}
+		// The rule: whole seconds from one second to the largest timeout.
+		if d < time.Second || d%time.Second != 0 || d > ledger.MaxWindow {
+			t.Fatalf("parseWindow(%q) = %v, outside the rule", s, d)
+		}
+		if back, err := parseWindow(formatWindow(d)); err != nil || back != d {
+			t.Fatalf("parseWindow(formatWindow(%v)) = %v, %v", d, back, err)
+		}
+	})
+}
+
+// countRule is the documented rule for amounts and limits, computed
+// independently: a whole number, '_' separators allowed, white space
+// around, at most 2^63-1.
+func countRule(s string) (uint64, bool) {
+	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
+	if t == "" || strings.Trim(t, "0123456789") != "" {
+		return 0, false
+	}
+	n, ok := new(big.Int).SetString(t, 10)
+	if !ok || n.Cmp(big.NewInt(maxAmount)) > 0 {
+		return 0, false
+	}
+	return n.Uint64(), true
+}
+
+func FuzzParseAmount(f *testing.F) {
+	for _, s := range []string{"1", "0", "-1", "1_000", "18446744073709551616", "9223372036854775807", "9223372036854775808", " 7 ", "0x10", "1e3", "+5", "_", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, ok := countRule(s)
+		n, err := parseAmount(s)
+		if (err == nil) != (ok && want > 0) || (err == nil && n != want) {
+			t.Fatalf("parseAmount(%q) = %d, %v; the rule says %d, %v (and at least 1)", s, n, err, want, ok)
+		}
+		l, err2 := parseLimit(s)
+		if (err2 == nil) != ok || (err2 == nil && l != want) {
+			t.Fatalf("parseLimit(%q) = %d, %v; the rule says %d, %v", s, l, err2, want, ok)
+		}
+		for _, e := range []error{err, err2} {
+			if e != nil && !strings.Contains(e.Error(), strconv.Quote(s)) {
+				t.Fatalf("error %q does not quote the input %q", e, s)
+			}
+		}
+		if ok {
+			if back, err := parseLimit(strconv.FormatUint(want, 10)); err != nil || back != want {
+				t.Fatalf("parseLimit(%d) = %d, %v", want, back, err)
+			}
+		}
+	})
+}
+
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"90m", "2d", "1d12h", "0s", "2026-01-02", "2026-01-02T15:04:05Z", "2026-01-02T15:04:05.123+02:00", "1969-12-31", "-1h", "50000d", "49710d49710h"} {
+		f.Add(s)
+	}
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := parseWhen(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), strconv.Quote(s)) {
+				t.Fatalf("parseWhen(%q): error %q does not quote the input", s, err)
+			}
+			return
+		}
+		back, err := parseWhen(formatWhen(w))
+		if err != nil || !back.At.Equal(w.At) || back.Ago != w.Ago {
+			t.Fatalf("parseWhen(formatWhen(%+v)) = %+v, %v", w, back, err)
+		}
+		if at := w.time(now); at.Before(minWhen) || at.After(maxWhen) {
+			t.Fatalf("parseWhen(%q) resolves to %v, a time no cluster records", s, at)
+		}
+	})
+}
+
+// fileLine matches an error that names a file and a line.
+func fileLine(file string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(file) + `:([0-9]+): `)
+}
+
+// checkNamesLine fails unless err names file and one of its lines (lines
+// counted, plus the empty one after the last line break), or is one of the
+// errors about the file as a whole.
+func checkNamesLine(t *testing.T, file string, lines int, err error, whole ...string) {
+	t.Helper()
+	if slices.Contains(whole, err.Error()) {
+		return
+	}
+	m := fileLine(file).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error %q does not name %s:LINE", err, file)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lines+1 {
+		t.Fatalf("error %q names line %d of a file of %d lines", err, n, lines)
+	}
+}
+
+// usersCSV writes users as an import file, every field quoted.
+func usersCSV(users []csvUser) string {
+	var b strings.Builder
+	q := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+	for _, u := range users {
+		limit := ""
+		if u.limit != nil {
+			limit = strconv.FormatUint(*u.limit, 10)
+		}
+		b.WriteString(q(u.key) + "," + q(limit) + "\n")
+	}
+	return b.String()
+}
+
+func FuzzParseUsersCSV(f *testing.F) {
+	for _, s := range []string{"key,limit\nalice,1\nbob,\n", "\ufeffkey,limit\r\nalice,1\r\n", " alice,1\n", "a\nb\n", "a,1,2\n", "\"a,1\n", "a,1\na,2\n", "# c\nx,-1\n", "", "user,5\nbob,3\n", "key,limit\nuser,5\n", "Key\nkey\n", "\"#x\",1\n", "e\u0301,1\n\u00e9,2\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		users, err := parseUsersCSV("f.csv", strings.NewReader(s))
+		if err != nil {
+			checkNamesLine(t, "f.csv", strings.Count(s, "\n"), err, "f.csv: no users") // encoding/csv ends lines at \n only
+			return
+		}
+		seen := map[string]bool{}
+		for _, u := range users {
+			if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
+				t.Fatalf("parseUsersCSV(%q) accepted %+v", s, u)
+			}
+			seen[u.key] = true
+		}
+		again, err := parseUsersCSV("g.csv", strings.NewReader(usersCSV(users)))
+		if err != nil || !sameUsers(users, again) {
+			t.Fatalf("parseUsersCSV(%q) = %v; written back and read again: %v, %v", s, users, again, err)
+		}
+	})
+}
+
+func sameUsers(a, b []csvUser) bool {
+	return slices.EqualFunc(a, b, func(x, y csvUser) bool {
+		return x.key == y.key && (x.limit == nil) == (y.limit == nil) && (x.limit == nil || *x.limit == *y.limit)
+	})
+}
+
+// applyYAML writes resources as an apply file.
+func applyYAML(t *testing.T, rs []fileResource) string {
+	t.Helper()
+	type user struct {
+		Key   string  `yaml:"key"`
+		Limit *uint64 `yaml:"limit,omitempty"`
+	}
+	type resource struct {
+		Name         string `yaml:"name"`
+		Kind         string `yaml:"kind"`
+		Ledger       uint32 `yaml:"ledger"`
+		Currency     uint32 `yaml:"currency,omitempty"`
+		Window       string `yaml:"window"`
+		DefaultLimit uint64 `yaml:"default_limit"`
+		Lazy         bool   `yaml:"lazy"`
+		Users        []user `yaml:"users,omitempty"`
+	}
+	var doc struct {
+		Resources []resource `yaml:"resources"`
+	}
+	doc.Resources = []resource{}
+	for _, r := range rs {
+		out := resource{Name: r.Name, Kind: r.Kind.String(), Ledger: r.Ledger, Currency: r.Currency, Window: formatWindow(r.Window), DefaultLimit: r.DefaultLimit, Lazy: r.Lazy}
+		for _, u := range r.users {
+			out.Users = append(out.Users, user{u.key, u.limit})
+		}
+		doc.Resources = append(doc.Resources, out)
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func FuzzParseApplyFile(f *testing.F) {
+	f.Add("resources:\n  - {name: api, kind: requests, ledger: 1, window: 1m, default_limit: 5, users: [{key: a, limit: 3}]}\n")
+	f.Add("resources:\n  - name: usd\n    kind: money\n    ledger: 3\n    currency: 840\n    window: 1d\n    default_limit: 100\n")
+	f.Add("resources: []\n")
+	f.Add("- a\n")
+	f.Add("resources:\n  - name: x\n   kind: y\n")
+	f.Add("resources:\n  - name: api\n    kind: requests\n    ledger: 1\n    window: 1d12h\n    default_limit: 1_000\n    lazy: yes\n    users:\n      - {key: \"007\"}\n      - {key: 'é', limit: 0}\n")
+	f.Add("")
+	f.Add("# nothing\n")
+	f.Add("resources:\n  - &a {name: a, kind: bytes, ledger: 2, window: 2s, default_limit: 1}\n  - *a\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		rs, err := parseApplyFile("l.yaml", strings.NewReader(s))
+		if err != nil {
+			checkNamesLine(t, "l.yaml", len(lineEnds([]byte(s))), err, "l.yaml: empty file: want a resources: list")
+			return
+		}
+		names, ledgers := map[string]bool{}, map[uint32]bool{}
+		for _, r := range rs {
+			if err := r.Validate(); err != nil || names[r.Name] || ledgers[r.Ledger] {
+				t.Fatalf("parseApplyFile(%q) accepted %v (%v), or its name or ledger twice", s, r.Resource, err)
+			}
+			names[r.Name], ledgers[r.Ledger] = true, true
+			keys := map[string]bool{}
+			for _, u := range r.users {
+				if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || keys[u.key] || (u.limit != nil && *u.limit > maxAmount) {
+					t.Fatalf("parseApplyFile(%q) accepted user %+v of %s", s, u, r.Name)
+				}
+				keys[u.key] = true
+			}
+		}
+		written := applyYAML(t, rs)
+		again, err := parseApplyFile("m.yaml", strings.NewReader(written))
+		if err != nil || !sameResources(rs, again) {
+			t.Fatalf("parseApplyFile(%q) = %v;\nwritten back as\n%s\nand read again: %v, %v", s, describe(rs), written, describe(again), err)
+		}
+	})
+}
+
+func sameResources(a, b []fileResource) bool {
+	return slices.EqualFunc(a, b, func(x, y fileResource) bool {
+		return x.Resource == y.Resource && slices.EqualFunc(x.users, y.users, func(u, v fileUser) bool {
+			return sameUsers([]csvUser{{key: u.key, limit: u.limit}}, []csvUser{{key: v.key, limit: v.limit}})
+		})
+	})
+}
+
+func describe(rs []fileResource) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%v users", r.Resource)
+		for _, u := range r.users {
+			fmt.Fprintf(&b, " %q", u.key)
+			if u.limit != nil {
+				fmt.Fprintf(&b, "=%d", *u.limit)
+			}
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
+}
