@@ -65,3 +65,46 @@ func TestAudit(t *testing.T) {
 		}
 	})
 }
+
+// The audit checks each interval against the limit of its time: a
+// committed reservation and a lowered limit are not violations.
+func TestAuditFollowsTheLimitOverTime(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 3}); err != nil {
+			t.Fatal(err)
+		}
+		from := b.Now().Add(-time.Second)
+		rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 2})
+		if err != nil || !rv.OK() {
+			t.Fatalf("Reserve = %+v, %v", rv, err)
+		}
+		acquire(t, c, r, "u", 1) // 3 of 3 in flight
+		if err := rv.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetLimit(ctx, r, "u", 4); err != nil { // raised from the 1 the commit left, then lowered
+			t.Fatal(err)
+		}
+		acquire(t, c, r, "u", 1)
+		if err := c.SetLimit(ctx, r, "u", 1); err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Audit(ctx, r, "u", from, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.OK() || a.Limit != 1 || a.LimitMax != 4 || a.MostInFlight != 3 {
+			t.Fatalf("Audit = %+v, want OK: 3 in flight under a limit of 3, limits from 1 to 4", a)
+		}
+		// Under the limit of now (1), the same record would look 3 times over.
+		id, err := c.Users(ctx, r)
+		if err != nil || len(id) != 1 {
+			t.Fatal(id, err)
+		}
+		byID, err := c.AuditAccount(ctx, r, id[0].ID, from, time.Time{})
+		if err != nil || byID.MostInFlight != a.MostInFlight || byID.OK() != a.OK() {
+			t.Fatalf("AuditAccount = %+v, %v; want the same as Audit", byID, err)
+		}
+	})
+}

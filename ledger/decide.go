@@ -261,6 +261,13 @@ func (o *op) again() {
 			o.chain[i].ID = NewID().tb()
 		}
 	}
+	if first := o.first(); o.key.IsZero() && first >= 0 {
+		// An unnamed request is named by its first hold: the others carry
+		// that name, new or not.
+		for i := first + 1; i < len(o.chain); i++ {
+			o.chain[i].UserData128 = o.chain[first].ID
+		}
+	}
 }
 
 // keyMarker is the marker of a request with ID key whose first transfer is

@@ -370,8 +370,6 @@ func TestHistoryOperatorActs(t *testing.T) {
 // when its first attempt was spent and the chain was sent again under new
 // IDs (here: a lazy user's first decision, provisioned within the call).
 func TestHistoryChainAfterAnAgain(t *testing.T) {
-	t.Skip("known bug, reported: op.again (ledger/decide.go) gives an unnamed chain's first hold a new ID " +
-		"but leaves the later holds' user_data_128 naming the old one; remove this Skip with the fix")
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, lazy := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
 		_, other := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
@@ -395,8 +393,6 @@ func TestHistoryChainAfterAnAgain(t *testing.T) {
 // History folds them into the lease. Counted from the give-back, as new,
 // they make a window of a lease user hold more than its limit.
 func TestAuditCountsGiveBacksFromTheirLease(t *testing.T) {
-	t.Skip("known bug, reported: Audit (ledger/audit.go) counts a give-back's hold as taken at the void; " +
-		"here 13 in a window of a limit of 10, where the admissions hold 10; remove this Skip with the fix")
 	clock := embedded.NewManualClock(time.Now())
 	e := embedded.New(embedded.WithClock(clock))
 	r := ledger.Resource{Name: "x", Ledger: 1, Kind: ledger.Requests, Window: 10 * time.Second, DefaultLimit: 10, Lazy: true}

@@ -36,16 +36,16 @@ limit in flight at any instant: one user, or every user of the resource. It
 reads every hold in the span (all of them by default), whichever process took
 it, so it checks a production ledger as well as a test.
 
-The limit checked against is each user's limit now: a limit changed within the
-span makes the check stricter or looser than the limit of the time. Units
-given back early (committed, cancelled) count in flight until then, not in the
-window. Leases (ledger.WithLeases) admit by design up to a lease more than the
-limit in a window; their give-backs hold units again from the moment they are
-given back, which the window check counts as new.
+Each interval is checked against the limit of its time (the largest it was
+within the interval: a raised or lowered limit, a committed reservation,
+change it). Units given back early (committed, cancelled, reset) count in
+flight until then, not in the window. A lease's give-back (ledger.WithLeases)
+counts as the lease, from when it was taken; leases admit by design up to a
+lease more than the limit in a window.
 
 Exits 0 when every user was within its limit and 4 when one was over (the
-table says who and where). Users whose keys are longer than 16 bytes are not
-stored with their accounts: they are named on stderr and audited only by key.`,
+table says who and where). A user whose key is longer than 16 bytes (not
+stored with its account) is listed by its account.`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: f.completeResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -78,29 +78,31 @@ func auditRun(ctx context.Context, opts *auditOptions) error {
 	out := auditJSON{Since: rfc3339(since), Until: rfc3339(until), OK: true, Users: []auditUserJSON{}, Unaudited: []string{}}
 	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
-		keys := []string{opts.User}
-		if opts.User == "" {
-			var err error
-			if keys, out.Unaudited, err = auditKeys(ctx, c, r); err != nil {
-				return err
-			}
-		}
-		for _, key := range keys {
-			a, err := c.Audit(ctx, r, key, since, until)
+		if opts.User != "" {
+			a, err := c.Audit(ctx, r, opts.User, since, until)
 			if err != nil {
-				return fmt.Errorf("audit of %q: %w", key, err)
+				return fmt.Errorf("audit of %q: %w", opts.User, err)
 			}
-			out.Users = append(out.Users, auditUserOut(key, a))
+			out.Users = append(out.Users, auditUserOut(opts.User, ledger.UserID(r.Ledger, opts.User), a))
+			out.OK = a.OK()
+			return nil
+		}
+		users, err := c.Users(ctx, r)
+		if err != nil {
+			return err
+		}
+		for _, u := range users { // by account: a user whose key is not stored is audited too
+			a, err := c.AuditAccount(ctx, r, u.ID, since, until)
+			if err != nil {
+				return fmt.Errorf("audit of %s: %w", u.ID, err)
+			}
+			out.Users = append(out.Users, auditUserOut(u.Key, u.ID, a))
 			out.OK = out.OK && a.OK()
 		}
 		return nil
 	})
 	if err != nil {
 		return err
-	}
-	if n := len(out.Unaudited); n > 0 {
-		fmt.Fprintf(opts.ErrOut, "tblimit: notice: %s of %s not audited: their keys are not stored (longer than 16 bytes); audit each by key: %v\n",
-			plural(n, "user"), out.Resource, out.Unaudited)
 	}
 	p := opts.Printer()
 	if err := p.emit(out, func() { printAudit(p, out) }); err != nil {
@@ -110,24 +112,6 @@ func auditRun(ctx context.Context, opts *auditOptions) error {
 		return overLimit
 	}
 	return nil
-}
-
-// auditKeys lists the keys of r's users, and the accounts of those whose
-// keys are not stored.
-func auditKeys(ctx context.Context, c *ledger.Client, r ledger.Resource) (keys, unaudited []string, err error) {
-	users, err := c.Users(ctx, r)
-	if err != nil {
-		return nil, nil, err
-	}
-	unaudited = []string{}
-	for _, u := range users {
-		if _, err := ledger.NormalizeKey(u.Key); err != nil {
-			unaudited = append(unaudited, u.ID.String()) // not stored, or stored before the key rule
-			continue
-		}
-		keys = append(keys, u.Key)
-	}
-	return keys, unaudited, nil
 }
 
 func printAudit(p *printer, out auditJSON) {
@@ -150,7 +134,11 @@ func printAudit(p *printer, out auditJSON) {
 		if !u.OK {
 			verdict = fmt.Sprintf("OVER in %s", plural(len(u.Over), "window"))
 		}
-		rows[i] = []string{displayKey(u.User), u64(u.Limit), u64(u.MostInWindow), u.WindowStart, u64(u.MostInFlight),
+		user := displayKey(u.User)
+		if u.User == "" {
+			user = u.ID // a key that is not stored
+		}
+		rows[i] = []string{user, u64(u.Limit), u64(u.MostInWindow), u.WindowStart, u64(u.MostInFlight),
 			strconv.Itoa(u.Holds), u64(u.Units), strconv.Itoa(u.Ended), verdict}
 	}
 	if len(rows) > 0 {
@@ -165,13 +153,17 @@ type auditJSON struct {
 	Until     string          `json:"until"` // "" when until now
 	OK        bool            `json:"ok"`    // every user audited was within its limit
 	Users     []auditUserJSON `json:"users"`
-	Unaudited []string        `json:"unaudited"` // accounts of users whose keys are not stored
+	Unaudited []string        `json:"unaudited"` // kept for compatibility: every user is audited now, by its account
 }
 
 type auditUserJSON struct {
-	User         string   `json:"user"`
+	User         string   `json:"user"` // "" for a key that is not stored (over 16 bytes)
+	ID           string   `json:"id"`   // the user's account
 	OK           bool     `json:"ok"`
 	Limit        uint64   `json:"limit"` // the user's limit now
+	LimitMin     uint64   `json:"limit_min"`
+	LimitMax     uint64   `json:"limit_max"` // the least and most it was within the span
+	InFlightOver bool     `json:"in_flight_over"`
 	Holds        int      `json:"holds"`
 	Units        uint64   `json:"units"`
 	Ended        int      `json:"ended"` // holds committed or cancelled before they expired
@@ -181,8 +173,9 @@ type auditUserJSON struct {
 	Over         []string `json:"over"` // starts of windows over the limit (at most 100)
 }
 
-func auditUserOut(key string, a ledger.Audit) auditUserJSON {
-	out := auditUserJSON{User: key, OK: a.OK(), Limit: a.Limit, Holds: a.Holds, Units: a.Units, Ended: a.Ended,
+func auditUserOut(key string, id ledger.ID, a ledger.Audit) auditUserJSON {
+	out := auditUserJSON{User: key, ID: id.String(), OK: a.OK(), Limit: a.Limit, LimitMin: a.LimitMin, LimitMax: a.LimitMax,
+		InFlightOver: a.InFlightOver, Holds: a.Holds, Units: a.Units, Ended: a.Ended,
 		MostInWindow: a.MostInWindow, MostInFlight: a.MostInFlight, WindowStart: rfc3339(a.WindowStart), Over: []string{}}
 	if a.MostInWindow == 0 {
 		out.WindowStart = ""

@@ -557,7 +557,7 @@ func TestJSONFields(t *testing.T) {
 		{[]string{"history", "api", "alice"}, []string{"admissions", "0"}, []string{"id", "hold", "taken", "amount", "ref", "end", "ended"}},
 		{[]string{"history", "usd", "alice"}, []string{"admissions", "0"}, []string{"id", "hold", "taken", "amount", "ref", "end", "ended", "payment"}},
 		{[]string{"history", "usd", "alice"}, []string{"admissions", "0", "payment"}, []string{"id", "to", "to_account", "amount", "time"}},
-		{[]string{"audit", "api"}, []string{"users", "0"}, []string{"user", "ok", "limit", "holds", "units", "ended", "most_in_window", "window_start", "most_in_flight", "over"}},
+		{[]string{"audit", "api"}, []string{"users", "0"}, []string{"user", "id", "ok", "limit", "limit_min", "limit_max", "in_flight_over", "holds", "units", "ended", "most_in_window", "window_start", "most_in_flight", "over"}},
 	} {
 		var v any
 		if err := json.Unmarshal([]byte(e.ok(append([]string{"-o", "json"}, c.args...)...)), &v); err != nil {

@@ -240,13 +240,13 @@ func TestAuditCommand(t *testing.T) {
 	}
 	var a auditJSON
 	r := e.code(ExitOK, "-o", "json", "audit", "api")
-	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || !a.OK || len(a.Users) != 2 || len(a.Unaudited) != 1 ||
-		a.Unaudited[0] != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {
-		t.Fatalf("audit = %s, %v; want alice and bob within their limits, the long key unaudited", r.stdout, err)
+	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || !a.OK || len(a.Users) != 3 || len(a.Unaudited) != 0 ||
+		a.Users[2].User != "" || a.Users[2].ID != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {
+		t.Fatalf("audit = %s, %v; want alice, bob and the long key (by its account) within their limits", r.stdout, err)
 	}
 	bobFirst := a.Users[1].WindowStart
-	if !strings.Contains(r.stderr, "1 user of api not audited") {
-		t.Errorf("audit's notice = %q", r.stderr)
+	if r.stderr != "" {
+		t.Errorf("audit's notice = %q, want none", r.stderr)
 	}
 	e.json(ExitOK, &a, "audit", "api", long)
 	if !a.OK || len(a.Users) != 1 || a.Users[0].User != long {
@@ -263,7 +263,7 @@ func TestAuditCommand(t *testing.T) {
 	e.clock.Advance(2 * time.Second)
 	e.ok("acquire", "api", "bob", "3")
 	r = e.code(ExitOverLimit, "audit", "api")
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "bob\t3\t6\t") || !strings.HasSuffix(lines[1], "\tOVER in 1 window") {
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "bob\t3\t6\t") || !strings.HasSuffix(lines[1], "\tOVER in 1 window") {
 		t.Fatalf("audit with bob over = %q, want bob's line saying so", r.stdout)
 	}
 	e.json(ExitOverLimit, &a, "audit", "api", "bob")
