@@ -166,7 +166,7 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	if err := validHold(r, &req); err != nil {
 		return Decision{}, err
 	}
-	start := time.Now()
+	start := c.observeStart()
 	var d Decision
 	var err error
 	if c.leases != nil && req.ID.IsZero() {
@@ -232,7 +232,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 			return nil, err
 		}
 	}
-	start := time.Now()
+	start := c.observeStart()
 	ds, _, err := c.acquire(ctx, holds, true)
 	c.observe(start, holds, ds, err)
 	return ds, err

@@ -64,8 +64,7 @@ func (c *Client) mergeable(ops []*op) map[*user][]*op {
 // are not denied locally (a confirmed view), each alone. Every op goes
 // alone when the view is not complete.
 func (c *Client) merge(b *batch, u *user, ops []*op) {
-	now := c.localNow()
-	t := c.clusterNow()
+	now, t := c.nows()
 	var in, alone []*op
 	var total uint64
 	u.mu.Lock()
@@ -124,7 +123,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 			o.ds1[0] = d
 			o.ds = o.ds1[:]
 			after += amount
-			c.noteUse(u)
+			c.noteUse(u, now)
 		}
 	case tb.TransferExceedsCredits:
 		for _, o := range g.members {

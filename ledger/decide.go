@@ -420,8 +420,7 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // them can be denied on its user's view, without sending anything: the
 // denying hold says LimitExceeded, the others what their views say.
 func (c *Client) denyLocally(holds []Hold, us []*user) ([]Decision, bool) {
-	now := c.localNow()
-	t := c.clusterNow()
+	now, t := c.nows()
 	deny := -1
 	for i, h := range holds {
 		us[i].mu.Lock()

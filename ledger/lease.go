@@ -76,7 +76,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 			l.demand += req.Amount
 			counted = true
 		}
-		now, t := c.localNow(), c.clusterNow()
+		now, t := c.nows()
 		if d, ok := c.fromLease(u, req.Amount, now, t); ok {
 			u.mu.Unlock()
 			return d, nil

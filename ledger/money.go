@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
@@ -56,7 +55,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		return Decision{}, err
 	}
 	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
-	start := time.Now()
+	start := c.observeStart()
 	u := c.users.get(UserID(r.Ledger, p.From), r)
 	if p.ID.IsZero() {
 		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {

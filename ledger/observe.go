@@ -33,6 +33,15 @@ type DecisionEvent struct {
 // Reserve).
 func WithObserver(o Observer) Option { return func(c *Client) { c.observer = o } }
 
+// observeStart is when a decision starts, for its Observer's Took (the
+// zero Time, without reading the clock, when there is no Observer).
+func (c *Client) observeStart() time.Time {
+	if c.observer == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 // observe tells the Client's Observer of decisions ds about holds, made
 // since start.
 func (c *Client) observe(start time.Time, holds []Hold, ds []Decision, err error) {

@@ -109,6 +109,7 @@ func (c *Client) flush(batch []*op) {
 	c.readBack()
 	c.scanBack()
 	b := c.build(batch)
+	now := c.localNow() // after the answer, when there is one
 	if len(b.send) > 0 {
 		// The runner waits for the answer however long it takes (callers
 		// do not: each waits until its own deadline). Giving up would not
@@ -117,6 +118,7 @@ func (c *Client) flush(batch []*op) {
 		// one, out of its callers' reach; waiting keeps the next calls here,
 		// where a caller whose deadline passes takes its call back unsent.
 		res, err := c.conn.CreateTransfers(conn.Patient(context.Background()), b.send)
+		now = c.localNow()
 		if err != nil {
 			for _, o := range batch {
 				if !o.local {
@@ -125,10 +127,9 @@ func (c *Client) flush(batch []*op) {
 			}
 			return
 		}
-		c.clock(res)
+		c.clock(res, now)
 		b.spread(res)
 	}
-	now := c.localNow()
 	for _, s := range b.slots {
 		if s.g != nil {
 			c.settleMerged(s.g, now)
@@ -149,12 +150,11 @@ func (c *Client) flush(batch []*op) {
 // timestamp against this Client's clock when the answer came (an
 // underestimate of the cluster's clock by up to a round trip, so that what
 // is computed from it returns late rather than early).
-func (c *Client) clock(res []tb.CreateTransferResult) {
+func (c *Client) clock(res []tb.CreateTransferResult, now int64) {
 	var last uint64
 	for _, r := range res {
 		last = max(last, r.Timestamp)
 	}
-	now := c.localNow()
 	c.skew.Store(int64(last) - now)
 	c.lastTS, c.lastLocal = last, now
 }
@@ -164,10 +164,18 @@ func (c *Client) localNow() int64 { return c.now().UnixNano() }
 
 // clusterNow estimates the cluster's clock (from below, on a cluster).
 func (c *Client) clusterNow() uint64 {
+	_, t := c.nows()
+	return t
+}
+
+// nows reads this Client's clock once and returns it with the cluster's
+// clock estimated from it (see clusterNow).
+func (c *Client) nows() (int64, uint64) {
+	now := c.localNow()
 	if c.conn.InProcess() {
-		return uint64(c.localNow()) // the engine's own clock
+		return now, uint64(now) // the engine's own clock
 	}
-	return uint64(c.localNow() + c.skew.Load())
+	return now, uint64(now + c.skew.Load())
 }
 
 // settle reads the answer to o's chain: every hold and end of a hold
@@ -194,7 +202,7 @@ func (c *Client) settle(o *op, now int64) {
 			}
 			o.ds = append(o.ds, d)
 		}
-		c.noteUse(e.u)
+		c.noteUse(e.u, now)
 		e.u.mu.Unlock()
 	}
 }
@@ -253,7 +261,7 @@ func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) D
 
 // noteUse counts a decision of u and queues u for a read when its view is
 // due one. u.mu is held.
-func (c *Client) noteUse(u *user) {
+func (c *Client) noteUse(u *user, now int64) {
 	c.reads.earn(1)
 	u.v.uses++
 	if u.v.queued {
@@ -261,7 +269,7 @@ func (c *Client) noteUse(u *user) {
 	}
 	due := u.v.stale || !u.v.limitKnown || u.v.unknown > 0
 	if !due && u.v.uses >= 2 {
-		due = c.localNow()-u.v.readLocal >= int64(refreshEvery)
+		due = now-u.v.readLocal >= int64(refreshEvery)
 	}
 	if due {
 		u.v.queued = true

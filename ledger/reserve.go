@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -38,7 +37,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if err := validHold(r, &req); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := c.observeStart()
 	ds, o, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)
 	c.observe(start, []Hold{{Resource: r, Request: req}}, ds, err)
 	if len(ds) == 0 {

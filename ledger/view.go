@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -29,6 +30,7 @@ type view struct {
 	limit      uint64
 	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
 	holds      []vhold // holds in flight this Client knows of, ordered by return
+	next       uint64  // no hold returns before it (so prune need not read holds, which are cold, before then)
 	held       uint64  // their units
 	unknown    uint64  // units in flight the last read showed beyond the holds known
 	unknownEnd uint64  // the instant by which those have returned at the latest
@@ -62,14 +64,18 @@ const returnLag = time.Second
 
 // prune drops the holds that have returned at t.
 func (v *view) prune(t uint64) {
-	n := 0
-	for n < len(v.holds) && v.holds[n].expires <= t {
-		v.held -= v.holds[n].amount
-		v.lastReturn = v.holds[n].expires
-		n++
-	}
-	if n > 0 {
+	if t >= v.next {
+		n := 0
+		for n < len(v.holds) && v.holds[n].expires <= t {
+			v.held -= v.holds[n].amount
+			v.lastReturn = v.holds[n].expires
+			n++
+		}
 		v.holds = v.holds[n:]
+		v.next = math.MaxUint64
+		if len(v.holds) > 0 {
+			v.next = v.holds[0].expires
+		}
 	}
 	if v.unknown > 0 && t >= v.unknownEnd {
 		v.unknown = 0
@@ -106,6 +112,7 @@ func (v *view) took(id ID, amount, expires uint64) {
 	}
 	v.holds = slices.Insert(v.holds, i, vhold{id: id, amount: amount, expires: expires})
 	v.held += amount
+	v.next = min(v.next, expires)
 	if len(v.holds) > maxHolds {
 		v.compact()
 	}
@@ -206,7 +213,7 @@ func (v *view) read(limit, pending, t, span uint64) {
 // transfers found (flights, with when each returns): the view then knows
 // every unit in flight, its own holds included.
 func (v *view) scanned(fs []flight, t uint64) {
-	v.holds, v.held = v.holds[:0], 0
+	v.holds, v.held, v.next = v.holds[:0], 0, 0
 	for _, f := range fs {
 		v.holds = append(v.holds, vhold{id: f.id, amount: f.amount, expires: f.expires})
 		v.held += f.amount
