@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,16 +107,21 @@ func TestDeadlinesUnderFaults(t *testing.T) {
 	const deadline = 150 * time.Millisecond
 	const noise = 250 * time.Millisecond // scheduling on a busy 2-core machine, -race
 	for _, m := range modes {
+		lossy := simnet.Faults{DropRequest: 0.2, DropReply: 0.2, Delay: 100 * time.Millisecond, Hold: 300 * time.Millisecond}
 		for _, f := range []struct {
 			name   string
 			faults simnet.Faults
+			policy ledger.Policy
 		}{
-			{"stalled", simnet.Faults{Stall: true}},
-			{"lossy", simnet.Faults{DropRequest: 0.2, DropReply: 0.2, Delay: 100 * time.Millisecond, Hold: 300 * time.Millisecond}},
+			{"stalled", simnet.Faults{Stall: true}, ledger.ReturnError},
+			{"lossy", lossy, ledger.ReturnError},
+			// Admitted by the policy, a call's answer may come after it
+			// returned: what it returned must not depend on it.
+			{"lossy, fail open", lossy, ledger.FailOpen},
 		} {
 			t.Run(m.name+"/"+f.name, func(t *testing.T) {
 				w := newWorld(t, 7, 8)
-				c := ledger.New(w.sim, m.opts...)
+				c := ledger.New(w.sim, slices.Concat(m.opts, []ledger.Option{ledger.WithUnavailable(f.policy)})...)
 				w.sim.SetFaults(f.faults)
 				var worst atomic.Int64
 				var answered, unavailable atomic.Int64

@@ -131,7 +131,8 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	asked := c.localNow()
 	ds, err := c.decide(ctx, o, []Hold{h})
 	d := first(ds)
-	if err == nil && !d.Allowed && size > h.Request.Amount {
+	answered := func() bool { return err == nil && d.Reason != Unavailable }
+	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
 		o = &op{exact: c.exact}
 		o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
@@ -142,7 +143,9 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	defer u.mu.Unlock()
 	close(l.refresh)
 	l.refresh = nil
-	if err != nil || !d.Allowed {
+	if !answered() || !d.Allowed {
+		// Unanswered, a renewal admitted by the policy (FailOpen) is no
+		// lease: nothing says the cluster holds its units.
 		return d, err
 	}
 	l.hold, l.heldAt, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
@@ -182,12 +185,16 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) (*
 	}
 	size = min(size, maxUnits)
 	o := &op{exact: c.exact}
-	for _, x := range c.endLease(l, now) {
-		o.add(x, u)
+	var back uint64 // what this op gives back: the view counts it in flight
+	if end := c.endLease(l, now); len(end) > 0 {
+		back = l.granted - l.used
+		for _, x := range end {
+			o.add(x, u)
+		}
 	}
 	if size > req.Amount {
 		if u.v.complete() {
-			size = min(size, u.v.available(t)+l.granted-l.used)
+			size = min(size, u.v.available(t)+back)
 		} else {
 			size = req.Amount
 		}

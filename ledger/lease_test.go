@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,51 @@ func TestExactSizeLeaseAndLoneCallerTakeAllOrNothing(t *testing.T) {
 					t.Fatalf("lookup_transfers: %+v, want no request", n)
 				}
 			})
+		}
+	})
+}
+
+// A renewal whose answer never came, under FailOpen, is admitted as
+// unavailable but is not a lease: the calls after it are not admitted from
+// units the cluster never checked.
+func TestLeaseNotTakenWithoutAnAnswer(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const limit = 20
+		c := ledger.New(b.Client, ledger.WithUnavailable(ledger.FailOpen),
+			ledger.WithLeases(ledger.Leases{Lifetime: time.Hour, MaxUnits: 5}))
+		r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: limit, Lazy: true}
+		if err := c.CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		lost, cancel := context.WithCancel(ctx)
+		cancel() // a call made with it gets no answer: nothing is sent
+		admitted, unavailable := 0, 0
+		for i := range 2 * limit {
+			cx := ctx
+			if i == 6 { // the first lease (1 unit) and the second (5) are used: a renewal
+				cx = lost
+			}
+			d, err := c.Acquire(cx, r, ledger.Request{User: "u", Amount: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case d.Allowed && d.Reason == ledger.Admitted:
+				admitted++
+			case d.Reason == ledger.Unavailable:
+				unavailable++
+				if d.Remaining > d.Limit {
+					t.Fatalf("call %d: unavailable decision %+v says more remain than the limit", i, d)
+				}
+			}
+		}
+		u, err := c.Inspect(ctx, r, "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unavailable != 1 || admitted > limit || u.InFlight > limit {
+			t.Fatalf("%d admitted and %d unavailable of %d calls, %d in flight: want 1 unavailable, at most %d admitted",
+				admitted, unavailable, 2*limit, u.InFlight, limit)
 		}
 	})
 }

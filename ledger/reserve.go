@@ -54,6 +54,12 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		return rv, err
 	}
 	rv.t.PendingID = o.chain[o.first()].ID
+	if rv.d.Reason == Unavailable {
+		// Admitted by the policy (FailOpen) without an answer, which may
+		// still come: o is no longer this call's to read. The hold may or
+		// may not exist; Cancel copes with either.
+		return rv, nil
+	}
 	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
@@ -86,7 +92,8 @@ func (r *Reservation) OK() bool { return r.d.Allowed }
 func (r *Reservation) Decision() Decision { return r.d }
 
 // Cancel gives the units back now. Cancelling a reservation that expired,
-// was cancelled before, or was denied is not an error.
+// was cancelled before, or was denied is not an error, nor is cancelling
+// one admitted by FailOpen whose hold the cluster never made.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.OK() {
 		return nil
@@ -97,6 +104,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return err
 	case s == tb.TransferCreated, s == tb.TransferPendingTransferExpired, s == tb.TransferPendingTransferAlreadyVoided:
 		return nil
+	case s == tb.TransferPendingTransferNotFound && r.d.Reason == Unavailable:
+		return nil // admitted open, and the hold was never made
 	}
 	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, transferStatusError(0, s))
 }

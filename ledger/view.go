@@ -36,6 +36,7 @@ type view struct {
 	unknownEnd uint64  // the instant by which those have returned at the latest
 	lastReturn uint64  // when the last hold dropped as returned was due
 	slack      uint64  // how much earlier than their instants merged holds may say units return (see compact)
+	mergedTo   uint64  // no merged hold counts a transfer returning after it (0: none merged)
 	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
 	checked    int64   // local time (ns) the cluster last confirmed a denial the view predicted
 	readLocal  int64   // local time (ns) of the last read; 0: never read
@@ -45,11 +46,13 @@ type view struct {
 	scanQueued bool    // waits in the Client's scan queue
 }
 
-// vhold is a hold in flight: units taken by a pending transfer.
+// vhold is a hold in flight: units taken by a pending transfer, or by
+// several neighbouring ones that compact merged.
 type vhold struct {
-	id      ID
-	amount  uint64
-	expires uint64 // the instant its units return
+	id      ID     // the transfer's; a merged hold's first
+	amount  uint64 // its units; a merged hold's, all of them
+	expires uint64 // the instant its units return; a merged hold's earliest
+	last    uint64 // a merged hold's latest instant; 0 for one transfer
 }
 
 // recheck bounds how long a user is denied on the view's word without
@@ -110,6 +113,12 @@ func (v *view) took(id ID, amount, expires uint64) {
 			return
 		}
 	}
+	if v.merges(expires) {
+		// It may be a hold a merged one counts already, or not: counted
+		// again, the view only thinks fewer units available than there
+		// are, and stale, it denies nothing on its own word until a read.
+		v.stale = true
+	}
 	v.holds = slices.Insert(v.holds, i, vhold{id: id, amount: amount, expires: expires})
 	v.held += amount
 	v.next = min(v.next, expires)
@@ -123,11 +132,16 @@ func (v *view) took(id ID, amount, expires uint64) {
 const maxHolds = 1024
 
 // compact halves the holds by merging each with the next. A merged hold
-// returns at the earlier instant of the two: the view may then think units
-// back up to slack before they are (it never denies on its own word what
-// the cluster would admit), and takes a denial that soon after a return as
-// the cluster's lag, not as another process's doing. Neighbouring holds of
-// a user that busy are close together: the slack is small.
+// returns at the earliest instant of its transfers: the view may then think
+// units back up to slack before they are (it never denies on its own word
+// what the cluster would admit), and takes a denial that soon after a
+// return as the cluster's lag, not as another process's doing. Neighbouring
+// holds of a user that busy are close together: the slack is small.
+//
+// A merged hold keeps only its first transfer's ID, so that memory stays
+// bounded: the end of one of its transfers, or a retry's echo of one, can
+// no longer be matched to its units. The view then goes stale (see ended
+// and took) and a read or a scan puts it right.
 func (v *view) compact() {
 	n := 0
 	for i := 0; i < len(v.holds); i += 2 {
@@ -135,7 +149,9 @@ func (v *view) compact() {
 		if i+1 < len(v.holds) {
 			next := v.holds[i+1]
 			h.amount += next.amount
-			v.slack = max(v.slack, next.expires-h.expires)
+			h.last = max(h.expires, h.last, next.expires, next.last)
+			v.slack = max(v.slack, h.last-h.expires)
+			v.mergedTo = max(v.mergedTo, h.last)
 		}
 		v.holds[n] = h
 		n++
@@ -143,11 +159,31 @@ func (v *view) compact() {
 	v.holds = v.holds[:n]
 }
 
+// merges reports whether a merged hold may count a transfer that returns
+// at expires.
+func (v *view) merges(expires uint64) bool {
+	if expires > v.mergedTo {
+		return false // the usual case: a new hold, after every merged one
+	}
+	for _, h := range v.holds {
+		if h.expires > expires {
+			break
+		}
+		if h.last >= expires {
+			return true
+		}
+	}
+	return false
+}
+
 // ended records that hold id was voided (its units are back) or posted
-// (its units are spent for good: the limit shrinks by them).
+// (its units are spent for good: the limit shrinks by them). A hold the
+// view does not know by its ID (another process's, counted as unknown
+// units, or one that compact merged) leaves it stale: it counts units that
+// are no longer in flight until a read.
 func (v *view) ended(id ID, posted bool) {
 	for i, h := range v.holds {
-		if h.id == id {
+		if h.id == id && h.last == 0 {
 			v.holds = slices.Delete(v.holds, i, i+1)
 			v.held -= h.amount
 			if posted {
@@ -156,6 +192,7 @@ func (v *view) ended(id ID, posted bool) {
 			return
 		}
 	}
+	v.stale = true
 }
 
 // admitted records that the cluster admitted amount units at t (before
@@ -213,7 +250,7 @@ func (v *view) read(limit, pending, t, span uint64) {
 // transfers found (flights, with when each returns): the view then knows
 // every unit in flight, its own holds included.
 func (v *view) scanned(fs []flight, t uint64) {
-	v.holds, v.held, v.next = v.holds[:0], 0, 0
+	v.holds, v.held, v.next, v.mergedTo = v.holds[:0], 0, 0, 0
 	for _, f := range fs {
 		v.holds = append(v.holds, vhold{id: f.id, amount: f.amount, expires: f.expires})
 		v.held += f.amount

@@ -213,3 +213,43 @@ func TestViewBoundsItsHolds(t *testing.T) {
 		}
 	}
 }
+
+// A merged hold keeps one ID. The end of a transfer it merged, or a retry's
+// echo of one, cannot be matched to its units: the view then denies nothing
+// on its own word until a read, and never counts fewer units in flight than
+// there are. What it can match stays exact.
+func TestViewMergedHoldsGoStale(t *testing.T) {
+	fill := func() (view, []ID) {
+		v := view{window: 1 << 40, limit: 1 << 20, limitKnown: true}
+		ids := make([]ID, maxHolds+1)
+		for i := range ids {
+			ids[i] = NewID()
+			v.took(ids[i], 1, uint64(1000+i)) // the last one compacts: pairs merge
+		}
+		if !v.complete() || v.inFlight(0) != maxHolds+1 {
+			t.Fatalf("after %d holds: complete %v, %d in flight", len(ids), v.complete(), v.inFlight(0))
+		}
+		return v, ids
+	}
+	v, ids := fill()
+	v.took(NewID(), 1, 5000) // a new hold, after every merged one
+	v.ended(ids[maxHolds], false)
+	if !v.complete() || v.inFlight(0) != maxHolds+1 {
+		t.Fatalf("a new hold and the end of an unmerged one: complete %v, %d in flight, want %d", v.complete(), v.inFlight(0), maxHolds+1)
+	}
+
+	for _, c := range []struct {
+		name string
+		do   func(v *view, ids []ID)
+	}{
+		{"the end of a merged-away hold", func(v *view, ids []ID) { v.ended(ids[1], false) }},
+		{"the end of a merged hold's first", func(v *view, ids []ID) { v.ended(ids[0], true) }},
+		{"a retry's echo of a merged-away hold", func(v *view, ids []ID) { v.took(ids[1], 1, 1001) }},
+	} {
+		v, ids := fill()
+		c.do(&v, ids)
+		if v.complete() || v.inFlight(0) < maxHolds {
+			t.Errorf("%s: complete %v, %d in flight; want stale, at least %d", c.name, v.complete(), v.inFlight(0), maxHolds)
+		}
+	}
+}

@@ -44,10 +44,9 @@ output says how many units remain and, when denied, when to retry.`,
 					return usagef("AMOUNT %w", err)
 				}
 			}
-			if opts.ID, err = parseID(req.id); err != nil {
+			if opts.ID, opts.Ref, err = req.parse(); err != nil {
 				return err
 			}
-			opts.Ref = req.ref
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -81,14 +80,7 @@ func acquireRun(ctx context.Context, opts *acquireOptions) error {
 	out := decisionOut(r, opts.Amount, d)
 	out.User = opts.User
 	p := opts.Printer()
-	err = p.emit(out, func() {
+	return emitDecision(p, out, d, func() {
 		printDecision(p, fmt.Sprintf("%d of %s for %q", opts.Amount, r.Name, opts.User), d)
 	})
-	if err != nil {
-		return err
-	}
-	if !d.Allowed {
-		return denied
-	}
-	return nil
 }

@@ -20,6 +20,25 @@ func (f *requestFlags) bind(cmd *cobra.Command, what string) {
 	cmd.Flags().Uint64Var(&f.ref, "ref", 0, "a number stored with the transfer for the audit trail")
 }
 
+// parse reads the flags: the attempt's ID (zero for a new attempt) and its
+// reference.
+func (f *requestFlags) parse() (ledger.ID, uint64, error) {
+	id, err := parseID(f.id)
+	return id, f.ref, err
+}
+
+// emitDecision prints a decision, as JSON or as text, and turns a denial into
+// the denied exit status.
+func emitDecision(p *printer, out any, d ledger.Decision, text func()) error {
+	if err := p.emit(out, text); err != nil {
+		return err
+	}
+	if !d.Allowed {
+		return denied
+	}
+	return nil
+}
+
 // parseID parses an --id flag: "" is the zero ID (a new attempt).
 func parseID(s string) (ledger.ID, error) {
 	if s == "" {

@@ -135,7 +135,7 @@ func stamp(ns uint64) string {
 	if ns == 0 {
 		return ""
 	}
-	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
+	return rfc3339(time.Unix(0, int64(ns)))
 }
 
 // fundJSON is the answer to fund.

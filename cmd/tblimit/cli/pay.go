@@ -49,10 +49,9 @@ limit or for lack of funds: then nothing at all moved.`,
 			if opts.Amount, err = parseAmount(args[3]); err != nil {
 				return usagef("AMOUNT %w", err)
 			}
-			if opts.ID, err = parseID(req.id); err != nil {
+			if opts.ID, opts.Ref, err = req.parse(); err != nil {
 				return err
 			}
-			opts.Ref = req.ref
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -94,15 +93,8 @@ func payRun(ctx context.Context, opts *payOptions) error {
 	out := decisionOut(r, opts.Amount, d)
 	out.From, out.To, out.Funds = opts.From, opts.To, &funds
 	p := opts.Printer()
-	err = p.emit(out, func() {
+	return emitDecision(p, out, d, func() {
 		printDecision(p, fmt.Sprintf("pay %d from %q to %q on %s", opts.Amount, opts.From, opts.To, r.Name), d)
 		p.printf("%q holds %d\n", opts.From, funds)
 	})
-	if err != nil {
-		return err
-	}
-	if !d.Allowed {
-		return denied
-	}
-	return nil
 }
