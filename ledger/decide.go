@@ -383,7 +383,7 @@ func (c *Client) missing(ctx context.Context, r Resource, key string) error {
 	if _, err := c.Resource(ctx, r.Ledger); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+	return &UnknownUserError{Resource: r, User: key}
 }
 
 // unavailableDecisions applies the Client's Policy to o, whose answer did

@@ -43,6 +43,22 @@ var (
 	ErrTooMany = conn.ErrTooMany
 )
 
+// UnknownUserError is the error of a decision refused because a user has
+// no account on a resource that is not lazy: it says which, so that a
+// caller deciding several holds at once (AcquireAll) knows which one.
+// errors.Is(err, ErrUnknownUser) holds for it.
+type UnknownUserError struct {
+	Resource Resource
+	User     string
+}
+
+func (e *UnknownUserError) Error() string {
+	return fmt.Sprintf("%v: %q on %s", ErrUnknownUser, e.User, e.Resource.Name)
+}
+
+// Is reports whether target is ErrUnknownUser.
+func (e *UnknownUserError) Is(target error) bool { return target == ErrUnknownUser }
+
 // StatusError reports a TigerBeetle result that this package did not expect:
 // which operation, which event of the batch, and the status TigerBeetle gave.
 type StatusError struct {

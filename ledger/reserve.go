@@ -50,16 +50,17 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		Ledger:          r.Ledger,
 		Code:            codeAcquire,
 	}
+	if rv.d.Reason == Unavailable {
+		// No answer, which may still come: o is no longer this call's to
+		// read. The hold may or may not exist, admitted by the policy
+		// (FailOpen) or not: Cancel voids it if it does.
+		rv.t.PendingID = o.chain[o.first()].ID
+		return rv, err
+	}
 	if err != nil || !rv.OK() {
 		return rv, err
 	}
 	rv.t.PendingID = o.chain[o.first()].ID
-	if rv.d.Reason == Unavailable {
-		// Admitted by the policy (FailOpen) without an answer, which may
-		// still come: o is no longer this call's to read. The hold may or
-		// may not exist; Cancel copes with either.
-		return rv, nil
-	}
 	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
@@ -92,10 +93,12 @@ func (r *Reservation) OK() bool { return r.d.Allowed }
 func (r *Reservation) Decision() Decision { return r.d }
 
 // Cancel gives the units back now. Cancelling a reservation that expired,
-// was cancelled before, or was denied is not an error, nor is cancelling
-// one admitted by FailOpen whose hold the cluster never made.
+// was cancelled before, or was denied is not an error. A reservation the
+// cluster did not answer (Reason Unavailable, allowed or not by the
+// Client's Policy) may hold units or not: Cancel voids them if it does,
+// so that they do not stay held until the window passes.
 func (r *Reservation) Cancel(ctx context.Context) error {
-	if !r.OK() {
+	if !r.OK() && r.d.Reason != Unavailable {
 		return nil
 	}
 	s, err := r.end(ctx, roleCancel, tb.TransferFlags{VoidPendingTransfer: true})

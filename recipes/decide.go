@@ -76,10 +76,12 @@ func (d *decider) chain(ctx context.Context, parts []part, cost Cost) (Result, e
 			res.Policies[i].Decision = ds[k]
 		}
 		switch {
+		case shadowUnknown(&res, holds, idx, dropped, err):
+			continue // nothing was taken: decide again without it
 		case err != nil && !errors.Is(err, ledger.ErrUnavailable):
 			return res, err
 		case err != nil || ds[0].Reason == ledger.Unavailable:
-			return d.unavailable(res, ds, err)
+			return d.unavailable(res, idx, ds, err)
 		case ds[0].Allowed:
 			res.Allowed, res.Reason = true, ledger.Admitted
 			return res, nil
@@ -98,15 +100,27 @@ func prepare(ctx context.Context, parts []part, cost Cost, shadow bool) (Result,
 	takes := false
 	for _, pt := range parts {
 		key, err := ledger.NormalizeKey(pt.key)
-		if err != nil {
+		inShadow := shadow || pt.l.shadow
+		switch {
+		case err != nil && !inShadow:
 			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+		case err != nil:
+			// Left out, as a policy the cost takes nothing of is.
+			for i, p := range pt.l.policies {
+				res.Policies = append(res.Policies, PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit,
+					Window: pt.l.res[i].Window, Shadow: true})
+				res.ShadowFailed = append(res.ShadowFailed, p.Name)
+				holds = append(holds, ledger.Hold{})
+				takes = takes || cost.of(p.Unit) > 0
+			}
+			continue
 		}
 		override, plan := pt.l.plans.of(ctx, key)
 		for i, p := range pt.l.policies {
 			r := pt.l.res[i]
 			limit, amount := planned(override, plan, p.Name), cost.of(p.Unit)
 			pr := PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
-				Amount: amount, Shadow: shadow || pt.l.shadow}
+				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
 			res.Policies = append(res.Policies, pr)
 			holds = append(holds, ledger.Hold{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
@@ -156,11 +170,41 @@ func denied(res *Result, idx []int, dropped []bool) (final bool) {
 	return true
 }
 
-// unavailable is the Result of a chain the cluster did not answer: the
-// Client's policy made ds (or returned err); FailOpen admits regardless.
-func (d *decider) unavailable(res Result, ds []ledger.Decision, err error) (Result, error) {
+// shadowUnknown reports whether err says that the chain of the policies
+// idx was refused for a user unknown to one of them in shadow mode; that
+// policy is then dropped.
+func shadowUnknown(res *Result, holds []ledger.Hold, idx []int, dropped []bool, err error) bool {
+	var unknown *ledger.UnknownUserError
+	if !errors.As(err, &unknown) {
+		return false
+	}
+	for _, i := range idx {
+		h := holds[i]
+		if res.Policies[i].Shadow && h.Resource.Ledger == unknown.Resource.Ledger && h.Request.User == unknown.User {
+			dropped[i] = true
+			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
+			return true
+		}
+	}
+	return false
+}
+
+// unavailable is the Result of a chain of the policies idx the cluster did
+// not answer: the Client's policy made ds (or returned err); FailOpen
+// admits regardless, and so does a chain of policies in shadow mode only.
+func (d *decider) unavailable(res Result, idx []int, ds []ledger.Decision, err error) (Result, error) {
 	res.Reason = ledger.Unavailable
+	shadowOnly := true
+	for _, i := range idx {
+		shadowOnly = shadowOnly && res.Policies[i].Shadow
+	}
 	switch {
+	case shadowOnly:
+		for _, i := range idx {
+			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
+		}
+		res.Allowed = true
+		return res, nil
 	case d.failOpen:
 		res.Allowed = true
 		return res, nil

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -53,6 +54,9 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 				n = cost(r)
 			}
 			d, err := l.AllowN(r.Context(), k, n)
+			if err == nil && !d.Allowed && d.Reason == ledger.Unavailable {
+				err = ledger.ErrUnavailable // denied by FailClosed: not the client's doing
+			}
 			if err != nil {
 				httpError(w, err)
 				return
@@ -143,20 +147,20 @@ func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost) fun
 	}
 }
 
-// deny answers a request that res denied.
+// deny answers a request that res denied: 413 when its content is more
+// than a bytes policy's whole limit (waiting would not help, whatever else
+// denied it), else 429.
 func deny(w http.ResponseWriter, res Result) {
-	if res.RetryAfter >= 0 {
-		w.Header().Set("Retry-After", seconds(res.RetryAfter))
-		http.Error(w, "too many requests", http.StatusTooManyRequests)
-		return
-	}
 	for _, p := range res.Policies {
-		if p.Policy == res.DeniedBy && p.Unit == ContentBytes {
+		if !p.Shadow && p.Unit == ContentBytes && p.Decision.Reason == ledger.LimitExceeded && p.Decision.RetryAfter < 0 {
 			http.Error(w, "content larger than the limit", http.StatusRequestEntityTooLarge)
 			return
 		}
 	}
-	http.Error(w, "the request exceeds the limit", http.StatusTooManyRequests)
+	if res.RetryAfter >= 0 {
+		w.Header().Set("Retry-After", seconds(res.RetryAfter))
+	}
+	http.Error(w, "too many requests", http.StatusTooManyRequests)
 }
 
 // httpError answers a request whose decision failed: the caller's bad
@@ -190,6 +194,12 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rv, err := c.Start(r.Context(), key(r))
+			if rv != nil && !rv.OK() && rv.Decision().Reason == ledger.Unavailable {
+				// The cluster may still make the hold: give it back then,
+				// without keeping the client waiting.
+				go func() { _ = rv.Cancel(context.WithoutCancel(r.Context())) }()
+				err = cmp.Or(err, ledger.ErrUnavailable)
+			}
 			if err != nil {
 				httpError(w, err)
 				return
@@ -198,11 +208,7 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 			it := policyItem{name: name, unit: ConcurrentRequests, quota: d.Limit, known: d.Reason != ledger.Unavailable,
 				remaining: d.Remaining, reset: d.RetryAfter, noReset: rv.OK()}
 			writeRateLimit(w.Header(), []policyItem{it})
-			switch {
-			case !rv.OK() && d.Reason == ledger.Unavailable:
-				httpError(w, ledger.ErrUnavailable)
-				return
-			case !rv.OK():
+			if !rv.OK() {
 				deny(w, Result{RetryAfter: d.RetryAfter})
 				return
 			}

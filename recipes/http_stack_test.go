@@ -166,6 +166,11 @@ func TestStackMiddlewareHeaders(t *testing.T) {
 		if rec := do("", "x"); rec.Code != http.StatusBadRequest || rec.Header().Get("RateLimit") != "" {
 			t.Fatalf("no API key: %d %v, want 400 without RateLimit", rec.Code, rec.Header())
 		}
+		// Over ip-fast for a while and over ip-bytes for ever: waiting
+		// would not help, so 413, not 429.
+		if rec := do("k1", strings.Repeat("x", 1001)); rec.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("content over the whole bytes limit while over another policy: %d, want 413", rec.Code)
+		}
 		b.Advance(t, short+time.Millisecond)
 		waitPeek(t, b, perIP, "192.0.2.1", []uint64{0, 100})
 		if rec := do("k1", strings.Repeat("x", 1001)); rec.Code != http.StatusRequestEntityTooLarge {
@@ -311,4 +316,130 @@ func TestConcurrencyMiddleware(t *testing.T) {
 			t.Fatalf("after a handler panicked: %+v, %v; want nothing in flight", u, err)
 		}
 	})
+}
+
+// A policy in shadow mode never fails a request: not for a key its
+// limiter cannot use (empty, or unknown to a policy that is not Lazy), nor
+// when the cluster does not answer a decision of shadow policies only. It
+// is left out, and the Result names it.
+func TestShadowNeverFails(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		_, w := windows(b)
+		sc := simnet.New(b.Client, simnet.Model{Name: "free"}) // to stall the cluster at will
+		t.Cleanup(sc.Close)
+		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(300*time.Millisecond))
+		perIP := newLimiter(t, b, c, "ip", []recipes.Policy{{Name: "ip", Limit: recipes.Per(100, w), Lazy: true}})
+		// Tried out: keyed by API keys, which are not provisioned yet.
+		trial := newLimiter(t, b, c, "apikey", []recipes.Policy{{Name: "apikey", Limit: recipes.Per(10, w)}}, recipes.Shadow())
+		var last lastResult
+		s, err := recipes.NewStack("api", []recipes.Layer[*http.Request]{
+			{Limiter: perIP, Key: recipes.ClientIP(recipes.Proxies{})},
+			{Limiter: trial, Key: recipes.Header("X-Api-Key")},
+		}, recipes.WithObserver(&last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := recipes.NewStack("trial", []recipes.Layer[*http.Request]{{Limiter: perIP, Key: recipes.ClientIP(recipes.Proxies{})}}, recipes.Shadow())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+		do := func(s *recipes.Stack[*http.Request], apiKey string) int {
+			r := httptest.NewRequest("GET", "/", nil)
+			if apiKey != "" {
+				r.Header.Set("X-Api-Key", apiKey)
+			}
+			rec := httptest.NewRecorder()
+			recipes.StackMiddleware(s, nil)(ok).ServeHTTP(rec, r)
+			return rec.Code
+		}
+		for _, apiKey := range []string{"", "never-provisioned"} {
+			if code := do(s, apiKey); code != http.StatusOK {
+				t.Fatalf("X-Api-Key %q: %d from a policy in shadow mode, want 200", apiKey, code)
+			}
+			res := last.get()
+			if !res.Allowed || len(res.ShadowFailed) != 1 || res.ShadowFailed[0] != "apikey" || res.Policies[0].Decision.Remaining != 99 {
+				t.Fatalf("X-Api-Key %q: %+v; want allowed, the ip policy taken once, apikey left out", apiKey, res)
+			}
+			waitPeek(t, b, perIP, "192.0.2.1", []uint64{1})
+			if _, err := perIP.Reset(context.Background(), "192.0.2.1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sc.SetFaults(simnet.Faults{Stall: true})
+		defer sc.SetFaults(simnet.Faults{})
+		if code := do(all, ""); code != http.StatusOK {
+			t.Fatalf("cluster stalled, a stack in shadow mode: %d, want 200", code)
+		}
+		if code := do(s, "k"); code != http.StatusServiceUnavailable {
+			t.Fatalf("cluster stalled, an enforcing policy: %d, want 503", code)
+		}
+	})
+}
+
+// Under FailClosed, an unanswered decision is the cluster's failure, not
+// the client's: 503 with Retry-After: 1 and no RateLimit fields, from both
+// middlewares. A concurrency slot whose answer was lost is given back once
+// the cluster answers.
+func TestMiddlewaresUnavailable(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		ctx := context.Background()
+		_, w := windows(b)
+		sc := simnet.New(b.Client, simnet.Model{Name: "free"})
+		t.Cleanup(sc.Close)
+		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithUnavailable(ledger.FailClosed), ledger.WithTimeout(5*time.Second))
+		rl, err := recipes.NewRequestRate(c, recipes.Config{Name: "http", Ledger: b.NewLedger(), Lazy: true}, recipes.Per(5, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := recipes.NewConcurrency(c, recipes.Config{Name: "inflight", Ledger: b.NewLedger(), Lazy: true}, 2, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, create := range []func(context.Context) error{rl.Create, cl.Create} {
+			if err := create(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+		key := recipes.Header("X-Api-Key")
+		for name, h := range map[string]http.Handler{
+			"Middleware":            recipes.Middleware(rl, key, nil)(ok),
+			"ConcurrencyMiddleware": recipes.ConcurrencyMiddleware(cl, key)(ok),
+		} {
+			h.ServeHTTP(httptest.NewRecorder(), keyed("warm")) // the user exists: the next call is one create
+			sc.SetFaults(simnet.Faults{DropReply: 1})          // applied, but the answer is lost
+			rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, keyed("warm").WithContext(rctx))
+			cancel()
+			sc.SetFaults(simnet.Faults{})
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
+				rec.Header().Get("RateLimit-Policy") != "" || rec.Header().Get("RateLimit-Limit") != "" {
+				t.Fatalf("%s, answer lost: %d %v; want 503 with Retry-After: 1 and no RateLimit fields", name, rec.Code, rec.Header())
+			}
+		}
+		// The slot the lost answer held is given back: only the warm-up's
+		// came and went.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			u, err := cl.Inspect(ctx, "warm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.InFlight == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a slot whose answer was lost is still held: %+v", u)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func keyed(key string) *http.Request {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Api-Key", key)
+	return r
 }

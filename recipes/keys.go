@@ -140,61 +140,96 @@ func forwardedHops(hdr http.Header, h ProxyHeader) []string {
 
 // forwardedFor returns the for= value of each element of an RFC 7239
 // Forwarded field line, in order; an element without one gives "" (a hop
-// that names no address).
+// that names no address). A line that does not parse gives one "" hop: a
+// client may have written a quote that runs into what a trusted proxy
+// appended after it, so nothing on the line can be believed, and the walk
+// ends at the proxy.
 func forwardedFor(line string) []string {
 	var out []string
 	elem, found := "", false
-	for len(line) > 0 {
-		var pair string
-		var sep byte
-		pair, sep, line = nextPair(line)
-		name, value, _ := strings.Cut(pair, "=")
-		if strings.EqualFold(strings.TrimSpace(name), "for") && !found {
-			elem, found = unquote(strings.TrimSpace(value)), true
+	for {
+		name, value, sep, rest, ok := nextPair(line)
+		if !ok {
+			return []string{""}
+		}
+		if strings.EqualFold(name, "for") && !found {
+			elem, found = value, true
 		}
 		if sep != ';' { // ',' or the end: the element ends
 			out = append(out, elem)
 			elem, found = "", false
 		}
-	}
-	return out
-}
-
-// nextPair splits the first forwarded-pair off line at a ';' or ',' that is
-// not inside a quoted string, and returns the separator (0 at the end).
-func nextPair(line string) (pair string, sep byte, rest string) {
-	quoted, escaped := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case escaped:
-			escaped = false
-		case quoted && c == '\\':
-			escaped = true
-		case c == '"':
-			quoted = !quoted
-		case !quoted && (c == ';' || c == ','):
-			return line[:i], c, line[i+1:]
+		if sep == 0 {
+			return out
 		}
+		line = rest
 	}
-	return line, 0, ""
 }
 
-// unquote removes the quotes and escapes of an RFC 7230 quoted-string, or
-// returns a token as it is.
-func unquote(v string) string {
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return v
+// nextPair reads one forwarded-pair (name=value, the value a token or a
+// quoted-string, unquoted here) off line, up to the ';' or ',' that ends it
+// or the end of the line (sep 0). An empty pair is allowed. ok is false
+// when the line does not parse there: a name without a value, a quote
+// anywhere but around a whole value, a quoted-string never closed, or
+// anything but white space after one.
+func nextPair(line string) (name, value string, sep byte, rest string, ok bool) {
+	stop := func(c byte) bool { return c == ';' || c == ',' || c == '"' }
+	i := 0
+	for i < len(line) && line[i] != '=' && !stop(line[i]) {
+		i++
 	}
-	v = v[1 : len(v)-1]
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\\' && i+1 < len(v) {
+	name = strings.TrimSpace(line[:i])
+	switch {
+	case i < len(line) && line[i] == '=' && name != "":
+		if value, i, ok = pairValue(line, i+1); !ok {
+			return "", "", 0, "", false
+		}
+	case name != "" || i < len(line) && line[i] == '"':
+		return "", "", 0, "", false
+	}
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	switch {
+	case i == len(line):
+		return name, value, 0, "", true
+	case line[i] == ';' || line[i] == ',':
+		return name, value, line[i], line[i+1:], true
+	}
+	return "", "", 0, "", false
+}
+
+// pairValue reads the value that starts at line[i] (after white space), a
+// token or a quoted-string, and returns it unquoted with the index after it.
+func pairValue(line string, i int) (string, int, bool) {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	if i == len(line) || line[i] != '"' {
+		start := i
+		for i < len(line) && line[i] != ';' && line[i] != ',' && line[i] != '"' {
 			i++
 		}
-		b.WriteByte(v[i])
+		if i < len(line) && line[i] == '"' {
+			return "", 0, false // a quote inside a token
+		}
+		return strings.TrimSpace(line[start:i]), i, true
 	}
-	return b.String()
+	var b strings.Builder
+	for i++; i < len(line); i++ {
+		switch c := line[i]; c {
+		case '"':
+			return b.String(), i + 1, true
+		case '\\':
+			if i++; i == len(line) {
+				return "", 0, false
+			}
+			b.WriteByte(line[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, false // never closed
 }
 
 // Header keys a request by the value of header name, such as an API key.

@@ -51,6 +51,15 @@ func TestClientIP(t *testing.T) {
 		{"Forwarded, unknown", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {"for=unknown"}}, "10.1.2.3"},
 		{"Forwarded, element without for", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {"proto=http"}}, "10.1.2.3"},
 		{"Forwarded, quoted comma", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for=198.51.100.9;ext="a,b;c"`}}, "198.51.100.9"},
+		{"Forwarded, escaped quote", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`ext="a\"b", for=198.51.100.9`}}, "198.51.100.9"},
+		// A client's unclosed quote runs into what the proxy appended to
+		// its line: nothing on the line is believed.
+		{"Forwarded, client's open quote", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for=9.9.9.9;x=", for=203.0.113.5`}}, "10.1.2.3"},
+		{"Forwarded, client's open quote before a quoted hop", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for=9.9.9.9;x=", for="[2001:db8::5]:443"`}}, "10.1.2.3"},
+		{"Forwarded, open quote in for", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for="9.9.9.9, for=203.0.113.5`}}, "10.1.2.3"},
+		{"Forwarded, quote inside a token", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for=9.9.9.9"x, for=203.0.113.5`}}, "10.1.2.3"},
+		{"Forwarded, name without a value", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for, for=203.0.113.5`}}, "10.1.2.3"},
+		{"Forwarded, a malformed client line beside the proxy's", fwd, "10.1.2.3:4000", map[string][]string{"Forwarded": {`for=9.9.9.9;x="`, "for=203.0.113.5"}}, "203.0.113.5"},
 		{"unparsable peer", recipes.Proxies{}, "pipe", nil, ""},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)

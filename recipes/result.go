@@ -40,6 +40,12 @@ type Result struct {
 	// denied the request. Each was left out of the chain, which was then
 	// decided again without it (one more create request per round).
 	ShadowDenied []string
+	// ShadowFailed names the policies in shadow mode that could not be
+	// decided and were left out: the key their limiter was given is not a
+	// valid key, or it is unknown to a policy that is not Lazy, or (when
+	// every policy decided is in shadow mode) the cluster did not answer.
+	// A policy in shadow mode never fails a request.
+	ShadowFailed []string
 	// Policies has every policy's part, in the order of the limiters and
 	// their policies.
 	Policies []PolicyResult
