@@ -283,6 +283,11 @@ type PolicyUsage struct {
 
 // peek reads what parts' keys have on every policy, concurrently.
 func (d *decider) peek(ctx context.Context, parts []part) ([]PolicyUsage, error) {
+	for _, pt := range parts { // a shadow limiter's bad key too: Peek decides nothing
+		if _, err := ledger.NormalizeKey(pt.key); err != nil {
+			return nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+		}
+	}
 	res, holds, err := prepare(ctx, parts, Cost{Requests: 1, Bytes: 1}, false)
 	if err != nil {
 		return nil, err

@@ -32,8 +32,9 @@ type CostFunc func(*http.Request) uint64
 // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (reset in whole
 // seconds, rounded up). A denied request gets 429 Too Many Requests with
 // Retry-After, and next is not called. A request without a key gets 400;
-// when the limiter fails (the cluster is unavailable and the Client's
-// policy returns errors), the response is 503 with Retry-After: 1.
+// when the cluster is unavailable and the Client's policy does not fail
+// open (it returns errors, or denies: FailClosed), the response is 503
+// with Retry-After: 1 and no RateLimit fields.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
 	name, unit := "default", Requests
 	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {

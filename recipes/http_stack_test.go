@@ -2,6 +2,7 @@ package recipes_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -365,6 +366,9 @@ func TestShadowNeverFails(t *testing.T) {
 			if _, err := perIP.Reset(context.Background(), "192.0.2.1"); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if _, err := trial.Peek(context.Background(), ""); !errors.Is(err, ledger.ErrInvalidKey) {
+			t.Fatalf("Peek of a shadow limiter with an empty key: %v, want ErrInvalidKey", err)
 		}
 		sc.SetFaults(simnet.Faults{Stall: true})
 		defer sc.SetFaults(simnet.Faults{})
