@@ -416,34 +416,19 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	return ds, nil
 }
 
-// deniedLocally returns d as the Decisions of a single hold, if ok.
-func (c *Client) deniedLocally(d Decision, ok bool) ([]Decision, bool) {
-	if !ok {
-		return nil, false
-	}
-	c.localDenials.Add(1)
-	return []Decision{d}, true
-}
-
 // denyLocally returns the decisions for holds (of users us) when one of
 // them can be denied on its user's view, without sending anything: the
 // denying hold says LimitExceeded, the others what their views say.
 func (c *Client) denyLocally(holds []Hold, us []*user) ([]Decision, bool) {
 	now, t := c.nows()
-	if len(holds) == 1 { // the usual case: decided and described under one lock
-		u, amount := us[0], holds[0].Request.Amount
-		u.mu.Lock()
-		d, ok := Decision{}, u.v.deny(amount, t, now)
-		if ok {
-			d = localDenial(&u.v, amount, t)
-		}
-		u.mu.Unlock()
-		return c.deniedLocally(d, ok)
-	}
 	deny := -1
+	var denial Decision // described under the lock that decided it
 	for i, h := range holds {
 		us[i].mu.Lock()
 		ok := us[i].v.deny(h.Request.Amount, t, now)
+		if ok {
+			denial = localDenial(&us[i].v, h.Request.Amount, t)
+		}
 		us[i].mu.Unlock()
 		if ok {
 			deny = i
@@ -455,10 +440,14 @@ func (c *Client) denyLocally(holds []Hold, us []*user) ([]Decision, bool) {
 	}
 	ds := make([]Decision, len(holds))
 	for i, h := range holds {
+		if i == deny {
+			ds[i] = denial
+			continue
+		}
 		us[i].mu.Lock()
 		ds[i] = localDenial(&us[i].v, h.Request.Amount, t)
 		us[i].mu.Unlock()
-		if i != deny && ds[i].Remaining >= h.Request.Amount {
+		if ds[i].Remaining >= h.Request.Amount {
 			ds[i].Reason, ds[i].RetryAfter = Admitted, 0
 		}
 	}

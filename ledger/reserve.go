@@ -50,17 +50,17 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		Ledger:          r.Ledger,
 		Code:            codeAcquire,
 	}
-	if rv.d.Reason == Unavailable {
-		// No answer, which may still come: o is no longer this call's to
-		// read. The hold may or may not exist, admitted by the policy
-		// (FailOpen) or not: Cancel voids it if it does.
-		rv.t.PendingID = o.chain[o.first()].ID
-		return rv, err
-	}
-	if err != nil || !rv.OK() {
+	unanswered := rv.d.Reason == Unavailable
+	if !unanswered && (err != nil || !rv.OK()) {
 		return rv, err
 	}
 	rv.t.PendingID = o.chain[o.first()].ID
+	if unanswered {
+		// No answer, which may still come: o is no longer this call's to
+		// read. The hold may or may not exist, admitted by the policy
+		// (FailOpen) or not: Cancel voids it if it does.
+		return rv, err
+	}
 	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.

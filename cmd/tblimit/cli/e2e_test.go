@@ -375,13 +375,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	e.ok("users", "add", "api", "alice")
 	e.ok("users", "add", "usd", "alice")
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	badCSV := write("bad.csv", "key,limit\nbob,5\ncarol,five\n")
 	dupCSV := write("dup.csv", "bob,5\ncarol,6\nbob,7\n")
 	wideCSV := write("wide.csv", "bob,5,6\n")
@@ -676,4 +670,14 @@ func TestServerUpReportsFailure(t *testing.T) {
 	if st.Running {
 		t.Errorf("status after a failed up = %+v", st)
 	}
+}
+
+// writeTestFile writes content to file name in dir and returns its path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

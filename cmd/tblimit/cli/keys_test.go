@@ -2,8 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,13 +14,7 @@ func TestKeyRuleEverywhere(t *testing.T) {
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	leadCSV := write("lead.csv", "key,limit\n alice,10\n")
 	trailCSV := write("trail.csv", "bob,1\nalice ,10\n")
 	tabCSV := write("tab.csv", "a\tb,1\n")
