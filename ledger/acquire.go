@@ -252,7 +252,7 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decis
 	key := holds[0].Request.ID
 	us := make([]*user, len(holds))
 	for i, h := range holds {
-		us[i] = c.users.get(UserID(h.Resource.Ledger, h.Request.User), h.Resource)
+		us[i] = c.users.get(h.Resource, h.Request.User)
 		if err := c.plan(ctx, us[i], h); err != nil {
 			return nil, nil, err
 		}

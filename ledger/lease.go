@@ -64,7 +64,7 @@ type lease struct {
 }
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
-	u := c.users.get(UserID(r.Ledger, req.User), r)
+	u := c.users.get(r, req.User)
 	counted := false
 	for {
 		u.mu.Lock()

@@ -56,7 +56,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	}
 	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	start := c.observeStart()
-	u := c.users.get(UserID(r.Ledger, p.From), r)
+	u := c.users.get(r, p.From)
 	if p.ID.IsZero() {
 		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {
 			c.observe(start, []Hold{limit}, ds, nil)

@@ -72,7 +72,8 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	u := c.users.get(uid, r)
+	key, _ = NormalizeKey(key) // c.account accepted it
+	u := c.users.get(r, key)
 	ended := 0
 	for len(flights) > 0 {
 		part := flights[:min(len(flights), maxLowerPosts)]

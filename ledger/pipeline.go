@@ -232,7 +232,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 			u.v.denied(amount, s.Timestamp, now)
 			if !u.v.complete() && !u.v.scanQueued && now-u.v.scanLocal >= int64(recheck) {
 				u.v.scanQueued = true // denied, and it does not know when units return
-				c.reads.scans = append(c.reads.scans, u)
+				c.reads.scans.push(u)
 			}
 		}
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
@@ -273,7 +273,7 @@ func (c *Client) noteUse(u *user, now int64) {
 	}
 	if due {
 		u.v.queued = true
-		c.reads.push(u)
+		c.reads.users.push(u)
 	}
 }
 

@@ -282,7 +282,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		// An account this call created and credited holds nothing else:
 		// the Client knows all of it.
 		if ares[i*per].Status == tb.AccountCreated && s.Status == tb.TransferCreated {
-			c.users.knownLimit(UserID(r.Ledger, users[i].Key), r, users[i].Limit, true, c.localNow())
+			c.users.knownLimit(r, users[i].Key, users[i].Limit, true, c.localNow())
 		}
 	}
 	if !ensure {
@@ -341,9 +341,9 @@ func (c *Client) SetLimit(ctx context.Context, r Resource, key string, limit uin
 	// stands, and what SetLimit posted or held shows in the next read.
 	defer func() {
 		if err == nil {
-			c.users.knownLimit(uid, r, limit, false, c.localNow())
+			c.users.knownLimit(r, key, limit, false, c.localNow())
 		} else {
-			c.users.forget(uid)
+			c.users.forget(r.Ledger, key)
 		}
 	}()
 	var attempt uint64

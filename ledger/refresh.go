@@ -40,9 +40,9 @@ const (
 // readQueue holds the users due a read, those due a scan of their
 // transfers, and the budget of both. Only the pipeline's runner uses it.
 type readQueue struct {
-	users      []*user
+	users      fifo
 	budget     float64
-	scans      []*user
+	scans      fifo
 	scanBudget float64
 	// When the last read and scan went out (time.Now, not the Client's
 	// clock, which tests may stop): see readGap.
@@ -63,8 +63,28 @@ func (c *Client) due(last *time.Time) bool {
 	return true
 }
 
-// push queues u for a read and earns the budget of one decision.
-func (q *readQueue) push(u *user) { q.users = append(q.users, u) }
+// fifo is a queue of users whose pops do not move the users left in it:
+// a queue of many users due a read costs nothing per batch.
+type fifo struct {
+	s    []*user
+	head int
+}
+
+func (f *fifo) push(u *user) { f.s = append(f.s, u) }
+
+func (f *fifo) len() int { return len(f.s) - f.head }
+
+// pop removes the first n users and returns them in a new slice.
+func (f *fifo) pop(n int) []*user {
+	us := slices.Clone(f.s[f.head : f.head+n])
+	clear(f.s[f.head : f.head+n]) // the table may drop them meanwhile
+	f.head += n
+	if f.head >= len(f.s)/2 { // amortised: each user is moved at most once
+		f.s = f.s[:copy(f.s, f.s[f.head:])]
+		f.head = 0
+	}
+	return us
+}
 
 // earn adds the budget of n decisions.
 func (q *readQueue) earn(n int) {
@@ -76,12 +96,11 @@ func (q *readQueue) earn(n int) {
 // pipeline's runner calls it between batches.
 func (c *Client) readBack() {
 	q := &c.reads
-	n := min(len(q.users), int(q.budget))
+	n := min(q.users.len(), int(q.budget))
 	if n == 0 || !c.due(&q.lastRead) {
 		return
 	}
-	us := slices.Clone(q.users[:n])
-	q.users = append(q.users[:0], q.users[n:]...)
+	us := q.users.pop(n)
 	q.budget -= float64(n)
 	c.read(us)
 }
@@ -94,11 +113,10 @@ func (c *Client) readBack() {
 // pipeline's runner calls it, between batches.
 func (c *Client) scanBack() {
 	q := &c.reads
-	if len(q.scans) == 0 || q.scanBudget < 1 || !c.due(&q.lastScan) {
+	if q.scans.len() == 0 || q.scanBudget < 1 || !c.due(&q.lastScan) {
 		return
 	}
-	u := q.scans[0]
-	q.scans = append(q.scans[:0], q.scans[1:]...)
+	u := q.scans.pop(1)[0]
 	q.scanBudget--
 	c.read([]*user{u}) // the limit, and whether the view still lacks units
 	u.mu.Lock()

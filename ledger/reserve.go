@@ -43,9 +43,9 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if len(ds) == 0 {
 		return nil, err
 	}
-	rv := &Reservation{c: c, res: r, u: c.users.get(UserID(r.Ledger, req.User), r), d: ds[0]}
+	rv := &Reservation{c: c, res: r, u: c.users.get(r, req.User), d: ds[0]}
 	rv.t = tb.Transfer{
-		DebitAccountID:  UserID(r.Ledger, req.User).tb(),
+		DebitAccountID:  rv.u.id.tb(),
 		CreditAccountID: OperatorID(r.Ledger).tb(),
 		Ledger:          r.Ledger,
 		Code:            codeAcquire,

@@ -8,7 +8,7 @@ import (
 // user is what a Client keeps of one user's limit account on one resource.
 type user struct {
 	mu    sync.Mutex
-	id    ID
+	id    ID // UserID(res.Ledger, key)
 	res   Resource
 	v     view   // u.mu
 	lease *lease // u.mu; nil unless WithLeases took one
@@ -17,8 +17,9 @@ type user struct {
 	planning chan struct{}
 }
 
-// users is the Client's table of users, in shards that are emptied when
-// full, which bounds its memory (userShards × userShardLimit users) at the
+// users is the Client's table of users, found by resource and key (one
+// lookup per decision: the account ID is derived once, when a user is
+// added), in shards that are emptied when full, which bounds its memory (userShards × userShardLimit users) at the
 // cost of forgetting what was known of the users dropped: a user the table
 // does not hold has a view that knows nothing, so its decisions go to the
 // cluster, as they do for a user never seen.
@@ -29,7 +30,7 @@ type users struct {
 
 type userShard struct {
 	mu sync.RWMutex
-	m  map[ID]*user
+	m  map[userKey]*user
 	_  [32]byte // keep shards on separate cache lines
 }
 
@@ -38,45 +39,56 @@ const (
 	userShardLimit = 1 << 13
 )
 
-// get returns the user of account id on r, adding it if the table does
-// not hold it: its view assumes r's default limit and knows of nothing in
-// flight.
-func (us *users) get(id ID, r Resource) *user {
-	s := &us.shards[id[0]%userShards]
+// userKey names a user in the table: its resource's ledger and its key,
+// normalised.
+type userKey struct {
+	ledger uint32
+	key    string
+}
+
+func (us *users) shard(k userKey) *userShard { return &us.shards[shardOf(k.ledger, k.key)%userShards] }
+
+// get returns user key on r, adding it if the table does not hold it: its
+// view assumes r's default limit and knows of nothing in flight.
+func (us *users) get(r Resource, key string) *user {
+	k := userKey{r.Ledger, key}
+	s := us.shard(k)
 	s.mu.RLock()
-	u := s.m[id]
+	u := s.m[k]
 	s.mu.RUnlock()
 	if u != nil {
 		return u
 	}
+	id := UserID(r.Ledger, key) // outside the lock: it may hash
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if u = s.m[id]; u != nil {
+	if u = s.m[k]; u != nil {
 		return u
 	}
 	if s.m == nil || len(s.m) >= userShardLimit {
-		s.m = make(map[ID]*user, 64)
+		s.m = make(map[userKey]*user, 64)
 	}
 	u = &user{id: id, res: r}
 	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
-	s.m[id] = u
+	s.m[k] = u
 	return u
 }
 
-// forget drops what is known of account id's user.
-func (us *users) forget(id ID) {
-	s := &us.shards[id[0]%userShards]
+// forget drops what is known of user key on ledger.
+func (us *users) forget(ledger uint32, key string) {
+	k := userKey{ledger, key}
+	s := us.shard(k)
 	s.mu.Lock()
-	delete(s.m, id)
+	delete(s.m, k)
 	s.mu.Unlock()
 }
 
-// knownLimit records that this Client set user id's limit on r to limit on
+// knownLimit records that this Client set user key's limit on r to limit on
 // a fresh account (fresh: nothing can be in flight yet), so that its view
 // is complete.
 // now is this Client's clock.
-func (us *users) knownLimit(id ID, r Resource, limit uint64, fresh bool, now int64) {
-	u := us.get(id, r)
+func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
+	u := us.get(r, key)
 	u.mu.Lock()
 	u.v.limit, u.v.limitKnown = limit, true
 	if fresh {

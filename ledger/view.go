@@ -31,6 +31,7 @@ type view struct {
 	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
 	holds      []vhold // holds in flight this Client knows of, ordered by return
 	next       uint64  // no hold returns before it (so prune need not read holds, which are cold, before then)
+	top        uint64  // nor after it (so took need not read them to append a hold)
 	held       uint64  // their units
 	unknown    uint64  // units in flight the last read showed beyond the holds known
 	unknownEnd uint64  // the instant by which those have returned at the latest
@@ -105,14 +106,17 @@ func (v *view) complete() bool { return v.limitKnown && v.unknown == 0 && !v.sta
 // original timestamp, hence the same instant) is not counted twice.
 func (v *view) took(id ID, amount, expires uint64) {
 	i := len(v.holds)
-	for i > 0 && v.holds[i-1].expires > expires {
-		i-- // rare: a shorter re-hold; holds of one window arrive in order
-	}
-	for j := i - 1; j >= 0 && v.holds[j].expires == expires; j-- {
-		if v.holds[j].id == id {
-			return
+	if expires <= v.top { // else the usual case: after every hold, none the same
+		for i > 0 && v.holds[i-1].expires > expires {
+			i-- // rare: a shorter re-hold; holds of one window arrive in order
+		}
+		for j := i - 1; j >= 0 && v.holds[j].expires == expires; j-- {
+			if v.holds[j].id == id {
+				return
+			}
 		}
 	}
+	v.top = max(v.top, expires)
 	if v.merges(expires) {
 		// It may be a hold a merged one counts already, or not: counted
 		// again, the view only thinks fewer units available than there
@@ -256,6 +260,9 @@ func (v *view) scanned(fs []flight, t uint64) {
 		v.held += f.amount
 	}
 	slices.SortFunc(v.holds, func(a, b vhold) int { return cmp.Compare(a.expires, b.expires) })
+	if n := len(v.holds); n > 0 {
+		v.top = max(v.top, v.holds[n-1].expires)
+	}
 	v.unknown, v.stale = 0, false
 	v.prune(t)
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,6 +45,43 @@ func TestViewCountsItsOwnHolds(t *testing.T) {
 		if got := v.resetAfter(step.at); got != step.reset {
 			t.Errorf("resetAfter(%v) = %v, want %v", step.at, got, step.reset)
 		}
+	}
+}
+
+// TestViewHoldsOutOfOrder: a hold returning before others already known
+// (a shorter re-hold) goes in its place, and the echo of a hold known
+// already is not counted again, even behind later holds.
+func TestViewHoldsOutOfOrder(t *testing.T) {
+	v := newView(0)
+	v.took(id(1), 1, 10*sec)
+	v.took(id(2), 2, 12*sec)
+	v.took(id(3), 3, 11*sec) // returns before the last one
+	v.took(id(1), 1, 10*sec) // an echo behind two later holds
+	v.took(id(2), 2, 12*sec) // an echo of the last one
+	v.scanned([]flight{{id: id(4), amount: 1, expires: 20 * sec}, {id: id(5), amount: 1, expires: 15 * sec}}, 1*sec)
+	v.took(id(6), 1, 16*sec) // between two scanned holds
+	v.took(id(4), 1, 20*sec) // an echo of a scanned hold
+	v.took(id(7), 1, 21*sec)
+	var got []uint64
+	for _, h := range v.holds {
+		got = append(got, h.expires/sec)
+	}
+	if want := []uint64{15, 16, 20, 21}; !slices.Equal(got, want) {
+		t.Errorf("holds return at %v s, want %v", got, want)
+	}
+	if v.held != 4 {
+		t.Errorf("held %d, want 4", v.held)
+	}
+	v = newView(0)
+	v.took(id(1), 1, 10*sec)
+	v.took(id(2), 2, 12*sec)
+	v.took(id(3), 3, 11*sec)
+	v.took(id(1), 1, 10*sec)
+	if got, want := v.available(1*sec), uint64(10-6); got != want || v.next != 10*sec {
+		t.Errorf("available %d, want %d; next %v", got, want, v.next)
+	}
+	if got := v.available(11 * sec); got != 10-2 {
+		t.Errorf("at 11s: available %d, want 8", got)
 	}
 }
 
