@@ -151,7 +151,9 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	l.hold, l.heldAt, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
 	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
 	d.Remaining += size - h.Request.Amount
-	c.scheduleEnd(u, l.hold.ID)
+	if size > h.Request.Amount {
+		c.scheduleEnd(u, l.hold.ID) // a lease of exactly the call's units has nothing to give back
+	}
 	return d, nil
 }
 
