@@ -172,8 +172,9 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	if c.leases != nil && req.ID.IsZero() {
 		d, err = c.acquireLeased(ctx, r, req)
 	} else {
+		var buf [1]Decision // a local denial needs no allocation
 		var ds []Decision
-		ds, _, err = c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true)
+		ds, _, err = c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true, buf[:0])
 		d = first(ds)
 	}
 	c.observe(start, []Hold{{Resource: r, Request: req}}, []Decision{d}, err)
@@ -233,7 +234,7 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 		}
 	}
 	start := c.observeStart()
-	ds, _, err := c.acquire(ctx, holds, true)
+	ds, _, err := c.acquire(ctx, holds, true, nil)
 	c.observe(start, holds, ds, err)
 	return ds, err
 }
@@ -242,8 +243,9 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 // caller's attempt is denied without I/O when a user's view allows it;
 // merge says whether coalescing may merge a single hold with others (not
 // for a Reservation, whose transfer is ended on its own). The first hold's
-// Request.ID names the whole request (see Request.ID).
-func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decision, *op, error) {
+// Request.ID names the whole request (see Request.ID). Decisions made
+// locally are appended to dst, whose room the caller may provide.
+func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []Decision) ([]Decision, *op, error) {
 	for _, h := range holds[1:] {
 		if !h.Request.ID.IsZero() {
 			return nil, nil, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
@@ -258,7 +260,7 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool) ([]Decis
 		}
 	}
 	if key.IsZero() {
-		if ds, ok := c.denyLocally(holds, us); ok {
+		if ds, ok := c.denyLocally(holds, us, dst); ok {
 			return ds, nil, nil
 		}
 	}

@@ -418,8 +418,9 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 
 // denyLocally returns the decisions for holds (of users us) when one of
 // them can be denied on its user's view, without sending anything: the
-// denying hold says LimitExceeded, the others what their views say.
-func (c *Client) denyLocally(holds []Hold, us []*user) ([]Decision, bool) {
+// denying hold says LimitExceeded, the others what their views say. The
+// decisions are appended to ds.
+func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decision, bool) {
 	now, t := c.nows()
 	deny := -1
 	var denial Decision // described under the lock that decided it
@@ -438,18 +439,18 @@ func (c *Client) denyLocally(holds []Hold, us []*user) ([]Decision, bool) {
 	if deny < 0 {
 		return nil, false
 	}
-	ds := make([]Decision, len(holds))
 	for i, h := range holds {
 		if i == deny {
-			ds[i] = denial
+			ds = append(ds, denial)
 			continue
 		}
 		us[i].mu.Lock()
-		ds[i] = localDenial(&us[i].v, h.Request.Amount, t)
+		d := localDenial(&us[i].v, h.Request.Amount, t)
 		us[i].mu.Unlock()
-		if ds[i].Remaining >= h.Request.Amount {
-			ds[i].Reason, ds[i].RetryAfter = Admitted, 0
+		if d.Remaining >= h.Request.Amount {
+			d.Reason, d.RetryAfter = Admitted, 0
 		}
+		ds = append(ds, d)
 	}
 	c.localDenials.Add(1)
 	return ds, true

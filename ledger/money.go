@@ -58,7 +58,8 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	start := c.observeStart()
 	u := c.users.get(r, p.From)
 	if p.ID.IsZero() {
-		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}); ok {
+		var buf [1]Decision
+		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}, buf[:0]); ok {
 			c.observe(start, []Hold{limit}, ds, nil)
 			return ds[0], nil
 		}

@@ -102,6 +102,9 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 	return o.err
 }
 
+// patient is the context of the runner's requests (see flush).
+var patient = conn.Patient(context.Background())
+
 // flush runs one batch of ops: it builds the transfers (plain or
 // coalesced), sends them as one create, and settles every op from the
 // answer. Only the Batcher's runner calls it, one batch at a time.
@@ -117,7 +120,7 @@ func (c *Client) flush(batch []*op) {
 		// request in flight, but would queue the next batch behind the lost
 		// one, out of its callers' reach; waiting keeps the next calls here,
 		// where a caller whose deadline passes takes its call back unsent.
-		res, err := c.conn.CreateTransfers(conn.Patient(context.Background()), b.send)
+		res, err := c.conn.CreateTransfers(patient, b.send)
 		now = c.localNow()
 		if err != nil {
 			for _, o := range batch {

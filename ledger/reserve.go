@@ -38,7 +38,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false)
+	ds, o, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false, nil)
 	c.observe(start, []Hold{{Resource: r, Request: req}}, ds, err)
 	if len(ds) == 0 {
 		return nil, err
