@@ -167,6 +167,7 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 		return Decision{}, err
 	}
 	start := c.observeStart()
+	holds := []Hold{{Resource: r, Request: req}}
 	var d Decision
 	var err error
 	if c.leases != nil && req.ID.IsZero() {
@@ -174,10 +175,10 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	} else {
 		var buf [1]Decision // a local denial needs no allocation
 		var ds []Decision
-		ds, _, err = c.acquire(ctx, []Hold{{Resource: r, Request: req}}, true, buf[:0])
+		ds, _, err = c.acquire(ctx, holds, true, buf[:0])
 		d = first(ds)
 	}
-	c.observe(start, []Hold{{Resource: r, Request: req}}, []Decision{d}, err)
+	c.observe(start, holds, []Decision{d}, err)
 	return d, err
 }
 
@@ -246,17 +247,21 @@ func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, erro
 // Request.ID names the whole request (see Request.ID). Decisions made
 // locally are appended to dst, whose room the caller may provide.
 func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []Decision) ([]Decision, *op, error) {
-	for _, h := range holds[1:] {
-		if !h.Request.ID.IsZero() {
+	// Holds are large: the loops take them by reference.
+	for i := 1; i < len(holds); i++ {
+		if !holds[i].Request.ID.IsZero() {
 			return nil, nil, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
 		}
 	}
 	key := holds[0].Request.ID
 	us := make([]*user, len(holds))
-	for i, h := range holds {
+	for i := range holds {
+		h := &holds[i]
 		us[i] = c.users.get(h.Resource, h.Request.User)
-		if err := c.plan(ctx, us[i], h); err != nil {
-			return nil, nil, err
+		if h.Request.Limit != 0 {
+			if err := c.plan(ctx, us[i], h); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	if key.IsZero() {
@@ -265,7 +270,8 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []De
 		}
 	}
 	o := &op{exact: c.exact, key: key}
-	for i, h := range holds {
+	for i := range holds {
+		h := &holds[i]
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
 		switch {
 		case i == 0 && !key.IsZero():

@@ -424,11 +424,12 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 	now, t := c.nows()
 	deny := -1
 	var denial Decision // described under the lock that decided it
-	for i, h := range holds {
+	for i := range holds {
+		amount := holds[i].Request.Amount
 		us[i].mu.Lock()
-		ok := us[i].v.deny(h.Request.Amount, t, now)
+		ok := us[i].v.deny(amount, t, now)
 		if ok {
-			denial = localDenial(&us[i].v, h.Request.Amount, t)
+			denial = localDenial(&us[i].v, amount, t)
 		}
 		us[i].mu.Unlock()
 		if ok {
@@ -439,15 +440,16 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 	if deny < 0 {
 		return nil, false
 	}
-	for i, h := range holds {
+	for i := range holds {
 		if i == deny {
 			ds = append(ds, denial)
 			continue
 		}
+		amount := holds[i].Request.Amount
 		us[i].mu.Lock()
-		d := localDenial(&us[i].v, h.Request.Amount, t)
+		d := localDenial(&us[i].v, amount, t)
 		us[i].mu.Unlock()
-		if d.Remaining >= h.Request.Amount {
+		if d.Remaining >= amount {
 			d.Reason, d.RetryAfter = Admitted, 0
 		}
 		ds = append(ds, d)

@@ -9,7 +9,7 @@ import (
 // to differ: SetLimit, once, while the user's other calls wait. A user whose
 // limit this Client does not know is read first. A user that does not exist
 // yet is left to lazy provisioning, which gives it the plan's limit.
-func (c *Client) plan(ctx context.Context, u *user, h Hold) error {
+func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 	want := h.Request.Limit
 	if want == 0 {
 		return nil
@@ -44,7 +44,7 @@ func (c *Client) plan(ctx context.Context, u *user, h Hold) error {
 
 // replan reads u's limit if it is not known, and sets the plan's if it
 // differs.
-func (c *Client) replan(ctx context.Context, u *user, h Hold, known bool) error {
+func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error {
 	want := h.Request.Limit
 	if !known {
 		a, ok, err := c.lookupAccount(ctx, u.id)

@@ -31,7 +31,7 @@ type view struct {
 	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
 	holds      []vhold // holds in flight this Client knows of, ordered by return
 	next       uint64  // no hold returns before it (so prune need not read holds, which are cold, before then)
-	top        uint64  // nor after it (so took need not read them to append a hold)
+	top        uint64  // the last hold's return instant, 0 without holds (so took and resetAfter need not read them)
 	held       uint64  // their units
 	unknown    uint64  // units in flight the last read showed beyond the holds known
 	unknownEnd uint64  // the instant by which those have returned at the latest
@@ -79,6 +79,8 @@ func (v *view) prune(t uint64) {
 		v.next = math.MaxUint64
 		if len(v.holds) > 0 {
 			v.next = v.holds[0].expires
+		} else {
+			v.top = 0
 		}
 	}
 	if v.unknown > 0 && t >= v.unknownEnd {
@@ -116,18 +118,32 @@ func (v *view) took(id ID, amount, expires uint64) {
 			}
 		}
 	}
-	v.top = max(v.top, expires)
+	if i == len(v.holds) {
+		v.top = expires
+	}
 	if v.merges(expires) {
 		// It may be a hold a merged one counts already, or not: counted
 		// again, the view only thinks fewer units available than there
 		// are, and stale, it denies nothing on its own word until a read.
 		v.stale = true
 	}
-	v.holds = slices.Insert(v.holds, i, vhold{id: id, amount: amount, expires: expires})
+	if h := (vhold{id: id, amount: amount, expires: expires}); i == len(v.holds) {
+		v.holds = append(v.holds, h)
+	} else {
+		v.holds = slices.Insert(v.holds, i, h)
+	}
 	v.held += amount
 	v.next = min(v.next, expires)
 	if len(v.holds) > maxHolds {
 		v.compact()
+	}
+}
+
+// setTop sets top from the holds, after a change other than at either end.
+func (v *view) setTop() {
+	v.top = 0
+	if n := len(v.holds); n > 0 {
+		v.top = v.holds[n-1].expires
 	}
 }
 
@@ -161,6 +177,7 @@ func (v *view) compact() {
 		n++
 	}
 	v.holds = v.holds[:n]
+	v.setTop()
 }
 
 // merges reports whether a merged hold may count a transfer that returns
@@ -189,6 +206,7 @@ func (v *view) ended(id ID, posted bool) {
 	for i, h := range v.holds {
 		if h.id == id && h.last == 0 {
 			v.holds = slices.Delete(v.holds, i, i+1)
+			v.setTop()
 			v.held -= h.amount
 			if posted {
 				v.limit -= min(v.limit, h.amount)
@@ -260,9 +278,7 @@ func (v *view) scanned(fs []flight, t uint64) {
 		v.held += f.amount
 	}
 	slices.SortFunc(v.holds, func(a, b vhold) int { return cmp.Compare(a.expires, b.expires) })
-	if n := len(v.holds); n > 0 {
-		v.top = max(v.top, v.holds[n-1].expires)
-	}
+	v.setTop()
 	v.unknown, v.stale = 0, false
 	v.prune(t)
 }
@@ -315,8 +331,8 @@ func (v *view) resetAfter(t uint64) time.Duration {
 	if v.inFlight(t) == 0 {
 		return 0
 	}
-	if n := len(v.holds); n > 0 {
-		end = v.holds[n-1].expires
+	if len(v.holds) > 0 {
+		end = v.top
 	}
 	if v.unknown > 0 {
 		end = max(end, v.unknownEnd)

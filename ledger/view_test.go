@@ -85,6 +85,45 @@ func TestViewHoldsOutOfOrder(t *testing.T) {
 	}
 }
 
+// TestViewKnowsItsLastReturn: whatever changes the holds, the view's
+// record of when the last one returns (which ResetAfter says) stays true.
+func TestViewKnowsItsLastReturn(t *testing.T) {
+	v := newView(0)
+	check := func(step string, want time.Duration) {
+		t.Helper()
+		top := uint64(0)
+		if n := len(v.holds); n > 0 {
+			top = v.holds[n-1].expires
+		}
+		if v.top != top {
+			t.Errorf("%s: top %v, want %v", step, v.top, top)
+		}
+		if got := v.resetAfter(1 * sec); got != want {
+			t.Errorf("%s: resetAfter %v, want %v", step, got, want)
+		}
+	}
+	v.took(id(1), 1, 10*sec)
+	v.took(id(2), 1, 12*sec)
+	v.took(id(3), 1, 11*sec)
+	check("three holds", 11*time.Second)
+	v.ended(id(2), false)
+	check("the last one voided", 10*time.Second)
+	v.ended(id(3), true)
+	check("the last one posted", 9*time.Second)
+	v.ended(id(1), false)
+	check("none left", 0)
+	v.took(id(4), 1, 5*sec)
+	check("a new hold", 4*time.Second)
+	v.prune(6 * sec)
+	check("returned", 0)
+	v.scanned([]flight{{id: id(5), amount: 1, expires: 20 * sec}, {id: id(6), amount: 1, expires: 15 * sec}}, 7*sec)
+	check("scanned", 19*time.Second)
+	for i := range maxHolds + 1 {
+		v.took(ID{7, byte(i), byte(i >> 8)}, 1, 30*sec+uint64(i))
+	}
+	check("compacted", 29*time.Second+maxHolds) // 1,027 holds: the last is left alone
+}
+
 func TestViewEndedHolds(t *testing.T) {
 	v := newView(0)
 	v.took(id(1), 3, 10*sec)
