@@ -51,7 +51,8 @@ type Client struct {
 	markers   sync.Map // ledgers whose marker accounts are known to exist
 	resources sync.Map // ledger -> Resource: definitions checked against the cluster
 
-	localDenials, leaseAdmissions atomic.Uint64
+	localDenials    counter
+	leaseAdmissions atomic.Uint64
 }
 
 // Policy says what a decision returns when the cluster is unavailable.

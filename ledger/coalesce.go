@@ -67,7 +67,7 @@ func (c *Client) merge(b *batch, u *user, ops []*op) {
 	now, t := c.nows()
 	var in, alone []*op
 	var total uint64
-	u.mu.Lock()
+	u.lock()
 	trusted := u.v.complete()
 	left := u.v.available(t)
 	for _, o := range ops {
@@ -108,7 +108,7 @@ func (c *Client) merge(b *batch, u *user, ops []*op) {
 // any other answer is each member's own to read.
 func (c *Client) settleMerged(g *merged, now int64) {
 	u := g.u
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	c.learn(u, &g.t, g.res, now)
 	switch g.res.Status {

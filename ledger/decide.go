@@ -338,7 +338,7 @@ func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, 
 		case outLinked:
 			// A later hold of the chain was not reached: its user may be
 			// missing too. Provisioning it again is harmless.
-			e.u.mu.Lock()
+			e.u.lock()
 			known := e.u.v.limitKnown
 			e.u.mu.Unlock()
 			if h.Resource.Lazy && !known {
@@ -422,14 +422,25 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // decisions are appended to ds.
 func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decision, bool) {
 	now, t := c.nows()
+	if len(holds) == 1 {
+		if dn := us[0].denial.Load(); dn != nil {
+			if d, ok := dn.decision(holds[0].Request.Amount, t, now); ok {
+				c.localDenials.add(1)
+				return append(ds, d), true
+			}
+		}
+	}
 	deny := -1
 	var denial Decision // described under the lock that decided it
 	for i := range holds {
 		amount := holds[i].Request.Amount
-		us[i].mu.Lock()
+		us[i].mu.Lock() // not lock: a denial changes nothing
 		ok := us[i].v.deny(amount, t, now)
 		if ok {
 			denial = localDenial(&us[i].v, amount, t)
+			if len(holds) == 1 {
+				us[i].publishDenial(amount, t, now)
+			}
 		}
 		us[i].mu.Unlock()
 		if ok {
@@ -454,6 +465,6 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 		}
 		ds = append(ds, d)
 	}
-	c.localDenials.Add(1)
+	c.localDenials.add(1)
 	return ds, true
 }

@@ -64,6 +64,9 @@ func drainedUsers(t *testing.T, b *testenv.Backend, w time.Duration) bool {
 	if beyond.Allowed {
 		t.Fatalf("Acquire(1) beyond the limit = %+v", beyond)
 	}
+	if d := acquire(t, c, r, "u", 1); d.Allowed { // denied locally again
+		t.Fatalf("Acquire(1) beyond the limit again = %+v", d)
+	}
 	// A limit raised by this client is seen at once...
 	if err := c.SetLimit(ctx, r, "u", 4); err != nil {
 		t.Fatal(err)

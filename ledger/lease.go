@@ -67,7 +67,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 	u := c.users.get(r, req.User)
 	counted := false
 	for {
-		u.mu.Lock()
+		u.lock()
 		if u.lease == nil {
 			u.lease = &lease{}
 		}
@@ -113,7 +113,7 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 			ResetAfter: u.res.Window, ID: fromTB(l.hold.ID), Timestamp: t}, true
 	}
 	if u.v.deny(amount, t, now) {
-		c.localDenials.Add(1)
+		c.localDenials.add(1)
 		return localDenial(&u.v, amount, t), true
 	}
 	return Decision{}, false
@@ -139,7 +139,7 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 		ds, err = c.decide(ctx, o, []Hold{h})
 		d = first(ds)
 	}
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	close(l.refresh)
 	l.refresh = nil
@@ -262,7 +262,7 @@ func regrant(t tb.Transfer, used uint64) []tb.Transfer {
 func (c *Client) scheduleEnd(u *user, id tb.Uint128) {
 	tau := c.leases.cfg.Lifetime
 	time.AfterFunc(tau, func() {
-		u.mu.Lock()
+		u.lock()
 		l := u.lease
 		now := c.localNow()
 		if l == nil || l.hold.ID != id || l.refresh != nil || now < l.taken+int64(tau) {

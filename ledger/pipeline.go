@@ -193,7 +193,7 @@ func (c *Client) settle(o *op, now int64) {
 	}
 	for _, e := range o.events {
 		t, s := &o.chain[e.i], o.res[e.i]
-		e.u.mu.Lock()
+		e.u.lock()
 		c.learn(e.u, t, s, now)
 		if e.decide && decided {
 			d := describe(&e.u.v, t, s, failed)

@@ -15,7 +15,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 		return nil
 	}
 	for {
-		u.mu.Lock()
+		u.lock()
 		if ch := u.planning; ch != nil {
 			u.mu.Unlock()
 			select {
@@ -34,7 +34,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 		u.planning = ch
 		u.mu.Unlock()
 		err := c.replan(ctx, u, h, known)
-		u.mu.Lock()
+		u.lock()
 		u.planning = nil
 		close(ch)
 		u.mu.Unlock()
@@ -55,7 +55,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error
 		if err != nil {
 			return err
 		}
-		u.mu.Lock()
+		u.lock()
 		u.v.limit, u.v.limitKnown = b.Limit, true
 		u.v.stale = true // what is in flight shows in the next read
 		u.mu.Unlock()

@@ -119,7 +119,7 @@ func (c *Client) scanBack() {
 	u := q.scans.pop(1)[0]
 	q.scanBudget--
 	c.read([]*user{u}) // the limit, and whether the view still lacks units
-	u.mu.Lock()
+	u.lock()
 	u.v.scanQueued = false
 	u.v.scanLocal = c.localNow()
 	need := !u.v.complete() && u.v.inFlight(c.lastTS) <= scanMaxUnits
@@ -135,7 +135,7 @@ func (c *Client) scanBack() {
 	if err != nil {
 		return
 	}
-	u.mu.Lock()
+	u.lock()
 	u.v.scanned(flights, t)
 	u.mu.Unlock()
 }
@@ -154,7 +154,7 @@ func (c *Client) read(us []*user) {
 	accounts := matchAccounts(us, found)
 	t, span := c.lastTS, uint64(max(now-c.lastLocal, 0))
 	for i, u := range us {
-		u.mu.Lock()
+		u.lock()
 		u.v.queued = false
 		if err == nil && !fromTB(accounts[i].ID).IsZero() {
 			if b, berr := balanceOf(accounts[i]); berr == nil {
@@ -201,7 +201,7 @@ func (c *Client) redescribe(o *op) {
 		if !e.decide {
 			continue
 		}
-		e.u.mu.Lock()
+		e.u.lock()
 		d := describe(&e.u.v, &o.chain[e.i], o.res[e.i], failed)
 		e.u.mu.Unlock()
 		d.ID, d.Timestamp = o.ds[k].ID, o.ds[k].Timestamp
@@ -223,7 +223,7 @@ func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
 		if !e.decide {
 			continue
 		}
-		e.u.mu.Lock()
+		e.u.lock()
 		known := e.u.v.complete()
 		window := e.u.res.Window
 		e.u.mu.Unlock()
@@ -235,7 +235,7 @@ func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
 		if err != nil {
 			return err
 		}
-		e.u.mu.Lock()
+		e.u.lock()
 		e.u.v.scanned(flights, t)
 		e.u.mu.Unlock()
 		scanned = true

@@ -2,19 +2,71 @@ package ledger
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // user is what a Client keeps of one user's limit account on one resource.
 type user struct {
-	mu    sync.Mutex
-	id    ID // UserID(res.Ledger, key)
-	res   Resource
-	v     view   // u.mu
-	lease *lease // u.mu; nil unless WithLeases took one
+	mu sync.Mutex
+	// denial, when set, is a denial the view decided under mu and that
+	// holds as it is until its instants pass: since it was set, nothing
+	// but denials happened to the user, for whoever changes the user
+	// takes mu with lock, which clears it. A drained user, typically hot,
+	// is denied from it without taking mu.
+	denial atomic.Pointer[denial]
+	id     ID     // UserID(res.Ledger, key)
+	v      view   // u.mu
+	lease  *lease // u.mu; nil unless WithLeases took one
 	// planning, while not nil, is closed when a change of the user's limit
 	// to its plan ends (u.mu).
 	planning chan struct{}
+	res      Resource
+}
+
+// lock takes u.mu to change u: a published denial no longer holds.
+func (u *user) lock() {
+	u.mu.Lock()
+	if u.denial.Load() != nil {
+		u.denial.Store(nil)
+	}
+}
+
+// denial is a local denial of amount units, and what it says, that holds
+// while the cluster's clock is before until and this Client's before
+// untilLocal, and nothing else happens to the user (see user.denial).
+type denial struct {
+	amount, limit, avail uint64
+	retryAt, resetAt     uint64 // instants (see view.retryAt)
+	window               uint64
+	until                uint64 // no hold returns before it
+	untilLocal           int64  // the view denies on its word until then
+}
+
+// publishDenial publishes the denial of amount units v just decided at t
+// (local time now). u.mu is held.
+func (u *user) publishDenial(amount, t uint64, now int64) {
+	v := &u.v
+	until := v.next
+	if v.unknown > 0 {
+		until = min(until, v.unknownEnd)
+	}
+	if until <= t {
+		return
+	}
+	u.denial.Store(&denial{amount: amount, limit: v.limit, avail: v.available(t),
+		retryAt: v.retryAt(amount, t), resetAt: v.resetAt(t), window: v.window,
+		until: until, untilLocal: v.checked + int64(recheck)})
+}
+
+// decision is d's Decision at cluster time t (local time now), if it
+// holds for amount units then.
+func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
+	if amount != d.amount || t >= d.until || now >= d.untilLocal {
+		return Decision{}, false
+	}
+	return Decision{Reason: LimitExceeded, Limit: d.limit, Remaining: d.avail, Timestamp: t,
+		RetryAfter: retryAfter(d.retryAt, t, d.window), ResetAfter: time.Duration(d.resetAt - min(d.resetAt, t))}, true
 }
 
 // users is the Client's table of users, found by resource and key (one
@@ -31,7 +83,9 @@ type users struct {
 type userShard struct {
 	mu sync.RWMutex
 	m  map[userKey]*user
-	_  [32]byte // keep shards on separate cache lines
+	// Shards 128 bytes apart never share a cache line, however the table
+	// is aligned: a shard's read lock is written by every lookup.
+	_ [128 - 32]byte
 }
 
 const (
@@ -89,7 +143,7 @@ func (us *users) forget(ledger uint32, key string) {
 // now is this Client's clock.
 func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
 	u := us.get(r, key)
-	u.mu.Lock()
+	u.lock()
 	u.v.limit, u.v.limitKnown = limit, true
 	if fresh {
 		u.v.readLocal = now // as good as a read

@@ -296,12 +296,24 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 // limit, and the longest a unit can stay in flight when the view cannot
 // tell.
 func (v *view) retryAfter(amount, t uint64) time.Duration {
+	return v.after(v.retryAt(amount, t), t)
+}
+
+// Instants that are not: see retryAt.
+const (
+	never      = math.MaxUint64     // more than the limit
+	untellable = math.MaxUint64 - 1 // no return the view knows of brings enough
+)
+
+// retryAt is the instant from which amount units will have returned (see
+// retryAfter): t if they are available now, or never or untellable.
+func (v *view) retryAt(amount, t uint64) uint64 {
 	if amount > v.limit {
-		return -1
+		return never
 	}
 	avail := v.available(t)
 	if avail >= amount {
-		return 0
+		return t
 	}
 	need := amount - avail
 	var got uint64
@@ -309,27 +321,44 @@ func (v *view) retryAfter(amount, t uint64) time.Duration {
 	for _, h := range v.holds {
 		if !unknownAdded && v.unknownEnd <= h.expires {
 			if got += v.unknown; got >= need {
-				return time.Duration(v.unknownEnd - t)
+				return v.unknownEnd
 			}
 			unknownAdded = true
 		}
 		if got += h.amount; got >= need {
-			return time.Duration(h.expires - t)
+			return h.expires
 		}
 	}
 	if !unknownAdded {
 		if got += v.unknown; got >= need {
-			return time.Duration(v.unknownEnd - t)
+			return v.unknownEnd
 		}
 	}
-	return time.Duration(v.window) + time.Second
+	return untellable
+}
+
+// after is how long after t retry instant at is (see retryAfter).
+func (v *view) after(at, t uint64) time.Duration { return retryAfter(at, t, v.window) }
+
+func retryAfter(at, t, window uint64) time.Duration {
+	switch at {
+	case never:
+		return -1
+	case untellable:
+		return time.Duration(window) + time.Second
+	}
+	return time.Duration(at - min(at, t))
 }
 
 // resetAfter is how long after t every unit in flight has returned.
-func (v *view) resetAfter(t uint64) time.Duration {
+func (v *view) resetAfter(t uint64) time.Duration { return time.Duration(v.resetAt(t) - t) }
+
+// resetAt is the instant every unit in flight at t has returned by (t if
+// none is).
+func (v *view) resetAt(t uint64) uint64 {
 	end := t
 	if v.inFlight(t) == 0 {
-		return 0
+		return t
 	}
 	if len(v.holds) > 0 {
 		end = v.top
@@ -337,5 +366,5 @@ func (v *view) resetAfter(t uint64) time.Duration {
 	if v.unknown > 0 {
 		end = max(end, v.unknownEnd)
 	}
-	return time.Duration(end - t)
+	return end
 }

@@ -330,3 +330,51 @@ func TestViewMergedHoldsGoStale(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedDenial: a denial published under the user's lock says, at
+// every instant it holds, what the view itself would say then; it stops at
+// the first return and at the recheck, and whoever changes the user clears
+// it.
+func TestPublishedDenial(t *testing.T) {
+	u := &user{v: newView(0)}
+	u.v.took(id(1), 4, 10*sec)
+	u.v.took(id(2), 6, 12*sec)
+	now := int64(1 * sec)
+	u.v.checked = now // the cluster confirmed a denial then
+	t0 := uint64(now)
+	u.mu.Lock()
+	if !u.v.deny(1, t0, now) {
+		t.Fatal("a drained view does not deny")
+	}
+	u.publishDenial(1, t0, now)
+	u.mu.Unlock()
+	dn := u.denial.Load()
+	if dn == nil {
+		t.Fatal("no denial published")
+	}
+	for _, at := range []uint64{t0, t0 + sec/2, t0 + sec - 1} {
+		got, ok := dn.decision(1, at, int64(at))
+		if want := localDenial(&u.v, 1, at); !ok || got != want {
+			t.Errorf("at %v: %+v %v, want %+v", at, got, ok, want)
+		}
+	}
+	for _, c := range []struct {
+		amount uint64
+		at     uint64
+		now    int64
+	}{
+		{2, t0, now},                       // another amount
+		{1, 10 * sec, now},                 // the first hold has returned
+		{1, t0 + sec, int64(t0 + sec)},     // time to ask the cluster again
+		{1, 5 * sec, now + int64(recheck)}, // likewise, by this Client's clock
+	} {
+		if d, ok := dn.decision(c.amount, c.at, c.now); ok {
+			t.Errorf("%+v: %+v, want no decision", c, d)
+		}
+	}
+	u.lock()
+	u.mu.Unlock()
+	if u.denial.Load() != nil {
+		t.Error("a change left the denial published")
+	}
+}
