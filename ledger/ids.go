@@ -254,15 +254,18 @@ func keyCacheOf(k uint64) *keyCache {
 	return kc
 }
 
-// shardOf spreads keys over the shards (FNV-1a; not a security boundary: a
-// crafted key only lands in a busier shard).
-func shardOf(ledger uint32, key string) uint32 {
+// shardOf spreads keys over the shards.
+func shardOf(ledger uint32, key string) uint32 { return keyHash(ledger, key) % idShards }
+
+// keyHash is FNV-1a of a key on a ledger: not a security boundary, a
+// crafted key only lands in a busier shard or cache slot.
+func keyHash(ledger uint32, key string) uint32 {
 	h := uint32(2166136261) ^ ledger
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return h % idShards
+	return h
 }
 
 // CurrencyOperatorID is the ID of the account that funds users on a currency ledger.

@@ -15,6 +15,8 @@ type user struct {
 	// takes mu with lock, which clears it. A drained user, typically hot,
 	// is denied from it without taking mu.
 	denial atomic.Pointer[denial]
+	key    userKey
+	shard  uint8  // its shard in the table
 	id     ID     // UserID(res.Ledger, key)
 	v      view   // u.mu
 	lease  *lease // u.mu; nil unless WithLeases took one
@@ -76,7 +78,11 @@ func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
 // does not hold has a view that knows nothing, so its decisions go to the
 // cluster, as they do for a user never seen.
 type users struct {
-	lag    time.Duration // view.lag for new users
+	lag time.Duration // view.lag for new users
+	// hot caches users in front of the shards: a user found there costs
+	// no lock, whose read side is a write every caller of a hot user
+	// shares. A slot holds a user its shard holds (or held: see get).
+	hot    [hotSlots]atomic.Pointer[user]
 	shards [userShards]userShard
 }
 
@@ -91,6 +97,7 @@ type userShard struct {
 const (
 	userShards     = 64
 	userShardLimit = 1 << 13
+	hotSlots       = 256
 )
 
 // userKey names a user in the table: its resource's ledger and its key,
@@ -100,15 +107,31 @@ type userKey struct {
 	key    string
 }
 
-func (us *users) shard(k userKey) *userShard { return &us.shards[shardOf(k.ledger, k.key)%userShards] }
+// place returns the shard of k, its index, and k's slot in the cache.
+func (us *users) place(k userKey) (*userShard, uint8, *atomic.Pointer[user]) {
+	h := keyHash(k.ledger, k.key)
+	i := h % userShards
+	return &us.shards[i], uint8(i), &us.hot[h/userShards%hotSlots]
+}
 
 // get returns user key on r, adding it if the table does not hold it: its
 // view assumes r's default limit and knows of nothing in flight.
+//
+// A slot is filled and emptied under its user's shard lock (read side to
+// fill, write side to empty), so that a user the shard dropped is not
+// cached again. One dropped while a call held it may live on in that call,
+// as it may without the cache.
 func (us *users) get(r Resource, key string) *user {
 	k := userKey{r.Ledger, key}
-	s := us.shard(k)
+	s, i, slot := us.place(k)
+	if u := slot.Load(); u != nil && u.key == k {
+		return u
+	}
 	s.mu.RLock()
 	u := s.m[k]
+	if u != nil {
+		slot.Store(u)
+	}
 	s.mu.RUnlock()
 	if u != nil {
 		return u
@@ -121,19 +144,34 @@ func (us *users) get(r Resource, key string) *user {
 	}
 	if s.m == nil || len(s.m) >= userShardLimit {
 		s.m = make(map[userKey]*user, 64)
+		us.uncache(func(x *user) bool { return x.shard == i })
 	}
-	u = &user{id: id, res: r}
+	u = &user{key: k, shard: i, id: id, res: r}
 	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
 	s.m[k] = u
+	slot.Store(u)
 	return u
+}
+
+// uncache empties the cache's slots whose user drop says to drop. The
+// shard lock of every such user is held.
+func (us *users) uncache(drop func(*user) bool) {
+	for j := range us.hot {
+		if x := us.hot[j].Load(); x != nil && drop(x) {
+			us.hot[j].Store(nil)
+		}
+	}
 }
 
 // forget drops what is known of user key on ledger.
 func (us *users) forget(ledger uint32, key string) {
 	k := userKey{ledger, key}
-	s := us.shard(k)
+	s, _, slot := us.place(k)
 	s.mu.Lock()
 	delete(s.m, k)
+	if x := slot.Load(); x != nil && x.key == k {
+		slot.Store(nil)
+	}
 	s.mu.Unlock()
 }
 

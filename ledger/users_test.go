@@ -1,0 +1,80 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestUsersTable: a key is one user whether the cache in front of the
+// shards finds it or not, and a user the table dropped (forgotten, or in a
+// shard emptied when full) is not found again, in the cache either.
+func TestUsersTable(t *testing.T) {
+	r := Resource{Name: "r", Ledger: 7, Window: time.Minute, DefaultLimit: 5}
+	var us users
+	a := us.get(r, "a")
+	if us.get(r, "a") != a || a.id != UserID(7, "a") || a.v.limit != 5 {
+		t.Fatalf("get(a) twice: not one user with a's account (%v)", a.id)
+	}
+	if other := us.get(Resource{Name: "s", Ledger: 8, Window: time.Minute}, "a"); other == a {
+		t.Fatal("one user for a key on two ledgers")
+	}
+	_, _, slot := us.place(a.key)
+	slot.Store(nil) // out of the cache: found in its shard, and cached again
+	if us.get(r, "a") != a || slot.Load() != a {
+		t.Fatal("a user out of the cache is not found in its shard")
+	}
+	us.forget(7, "a")
+	if b := us.get(r, "a"); b == a {
+		t.Fatal("a forgotten user is still found")
+	}
+	// Fill a's shard until it is emptied: none of its users is found again.
+	s, i, _ := us.place(userKey{7, "a"})
+	var same []*user
+	for n := 0; len(s.m) < userShardLimit; n++ {
+		key := fmt.Sprint("k", n)
+		if _, j, _ := us.place(userKey{7, key}); j == i {
+			same = append(same, us.get(r, key))
+		}
+	}
+	us.get(r, "a2") // may land elsewhere: fill once more below
+	for n := 0; ; n++ {
+		key := fmt.Sprint("x", n)
+		if _, j, _ := us.place(userKey{7, key}); j == i {
+			us.get(r, key) // the shard is full: it is emptied first
+			break
+		}
+	}
+	for _, u := range slices.Backward(same) { // the latest first: they are the ones cached
+		if us.get(r, u.key.key) == u {
+			t.Fatalf("user %q of an emptied shard is still found", u.key.key)
+		}
+	}
+}
+
+// TestUsersTableConcurrent runs gets and forgets at once (for -race): every
+// get returns a user with its key.
+func TestUsersTableConcurrent(t *testing.T) {
+	r := Resource{Name: "r", Ledger: 7, Window: time.Minute, DefaultLimit: 5}
+	var us users
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 20000 {
+				key := fmt.Sprint("k", (n*7+g)%300)
+				if u := us.get(r, key); u.key.key != key {
+					t.Errorf("get(%q) = user %q", key, u.key.key)
+					return
+				}
+				if n%50 == g {
+					us.forget(7, key)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
