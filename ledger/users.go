@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,7 @@ const (
 	userShards     = 64
 	userShardLimit = 1 << 13
 	hotSlots       = 256
+	cacheOdds      = 8
 )
 
 // userKey names a user in the table: its resource's ledger and its key,
@@ -124,12 +126,17 @@ func (us *users) place(k userKey) (*userShard, uint8, *atomic.Pointer[user]) {
 func (us *users) get(r Resource, key string) *user {
 	k := userKey{r.Ledger, key}
 	s, i, slot := us.place(k)
-	if u := slot.Load(); u != nil && u.key == k {
-		return u
+	x := slot.Load()
+	if x != nil && x.key == k {
+		return x
 	}
+	// A user found in its shard takes an empty slot, or, one time in
+	// cacheOdds, a taken one: a hot user soon, a cold one seldom (each
+	// write is to a line every core shares).
+	fill := x == nil || rand.Uint32()%cacheOdds == 0
 	s.mu.RLock()
 	u := s.m[k]
-	if u != nil {
+	if u != nil && fill {
 		slot.Store(u)
 	}
 	s.mu.RUnlock()
@@ -149,7 +156,9 @@ func (us *users) get(r Resource, key string) *user {
 	u = &user{key: k, shard: i, id: id, res: r}
 	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
 	s.m[k] = u
-	slot.Store(u)
+	if fill {
+		slot.Store(u)
+	}
 	return u
 }
 
