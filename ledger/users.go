@@ -12,9 +12,9 @@ type user struct {
 	mu sync.Mutex
 	// denial, when set, is a denial the view decided under mu and that
 	// holds as it is until its instants pass: since it was set, nothing
-	// but denials happened to the user, for whoever changes the user
-	// takes mu with lock, which clears it. A drained user, typically hot,
-	// is denied from it without taking mu.
+	// but denials happened to the user, for everyone but a denial takes
+	// mu with lock, which clears it (readers too: one rule to check). A
+	// drained user, typically hot, is denied from it without taking mu.
 	denial atomic.Pointer[denial]
 	key    userKey
 	shard  uint8  // its shard in the table
@@ -27,7 +27,8 @@ type user struct {
 	res      Resource
 }
 
-// lock takes u.mu to change u: a published denial no longer holds.
+// lock takes u.mu for anything but a local denial: a published denial
+// may no longer hold once it is released.
 func (u *user) lock() {
 	u.mu.Lock()
 	if u.denial.Load() != nil {
@@ -74,10 +75,11 @@ func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
 
 // users is the Client's table of users, found by resource and key (one
 // lookup per decision: the account ID is derived once, when a user is
-// added), in shards that are emptied when full, which bounds its memory (userShards × userShardLimit users) at the
-// cost of forgetting what was known of the users dropped: a user the table
-// does not hold has a view that knows nothing, so its decisions go to the
-// cluster, as they do for a user never seen.
+// added), in shards that are emptied when full, which bounds its memory
+// (userShards × userShardLimit users) at the cost of forgetting what was
+// known of the users dropped: a user the table does not hold has a view
+// that knows nothing, so its decisions go to the cluster, as they do for a
+// user never seen.
 type users struct {
 	lag time.Duration // view.lag for new users
 	// hot caches users in front of the shards: a user found there costs
