@@ -439,7 +439,7 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 		if ok {
 			denial = localDenial(&us[i].v, amount, t)
 			if len(holds) == 1 {
-				us[i].publishDenial(amount, t, now)
+				us[i].publishDenial(amount, t, now, false)
 			}
 		}
 		us[i].mu.Unlock()

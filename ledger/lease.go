@@ -58,13 +58,23 @@ type lease struct {
 	learnt  int64         // this Client's clock when it learnt of it, ns: after the cluster took it
 	granted uint64        // units it holds
 	used    uint64        // units handed out
-	demand  uint64        // units asked since it was taken
+	demand  uint64        // units asked since it was taken (see denial.asked)
 	refresh chan struct{} // closed when a renewal in progress ends
 	ended   bool          // no more units are handed out from it
 }
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
 	u := c.users.get(r, req.User)
+	if dn := u.denial.Load(); dn != nil && dn.asked != nil {
+		// The user is drained and its lease cannot serve: denied without
+		// its lock, which every caller of a hot user would queue for.
+		now, t := c.nows()
+		if d, ok := dn.decision(req.Amount, t, now); ok {
+			dn.asked.add(req.Amount)
+			c.localDenials.add(1)
+			return d, nil
+		}
+	}
 	counted := false
 	for {
 		u.lock()
@@ -103,7 +113,8 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 }
 
 // fromLease decides amount units of u without any I/O, if it can: from
-// its lease, or denied on its view's word. u.mu is held.
+// its lease, or denied on its view's word, a denial it publishes for the
+// calls after it (see denial.asked). u.mu is held.
 func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decision, bool) {
 	l := u.lease
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
@@ -114,6 +125,7 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	}
 	if u.v.deny(amount, t, now) {
 		c.localDenials.add(1)
+		u.publishDenial(amount, t, now, true)
 		return localDenial(&u.v, amount, t), true
 	}
 	return Decision{}, false

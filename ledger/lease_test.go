@@ -195,3 +195,69 @@ func TestLeaseNotTakenWithoutAnAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A drained user's calls count as demand even when they are denied from a
+// published denial, without the user's lock: the lease taken when units
+// return is sized by them.
+func TestLeaseSizedByDeniedDemand(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		b.InTime(t, 2*time.Second, time.Minute, func(w time.Duration) bool {
+			return leaseSizedByDeniedDemand(t, b, w)
+		})
+	})
+}
+
+// leaseSizedByDeniedDemand runs the scenario with window w; false: the
+// work outlasted it.
+func leaseSizedByDeniedDemand(t *testing.T, b *testenv.Backend, w time.Duration) bool {
+	t.Helper()
+	const limit, maxUnits, denials = 10, 5, 200
+	c := ledger.New(b.Client, ledger.WithLeases(ledger.Leases{Lifetime: w / 2, MaxUnits: maxUnits}))
+	r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: w, DefaultLimit: limit, Lazy: true}
+	if err := c.CreateResource(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	taken := acquire(t, c, r, "u", limit) // a lease of exactly the call: the user is drained
+	if !taken.Allowed {
+		t.Fatalf("Acquire(%d) = %+v", limit, taken)
+	}
+	if d := acquire(t, c, r, "u", 1); d.Allowed { // the cluster confirms the view's denial
+		t.Fatalf("Acquire(1) when drained = %+v", d)
+	}
+	before := c.Stats()
+	var last ledger.Decision
+	for range denials {
+		if last = acquire(t, c, r, "u", 1); last.Allowed {
+			t.Fatalf("Acquire(1) when drained = %+v", last)
+		}
+	}
+	if !testenv.Within(taken.Timestamp, last.Timestamp, w) {
+		return false
+	}
+	after := c.Stats()
+	if n := after.LocalDenials - before.LocalDenials; n != denials || after.CreateTransfers != before.CreateTransfers {
+		t.Fatalf("%d of %d denials local, creates %+v then %+v", n, denials, before.CreateTransfers, after.CreateTransfers)
+	}
+	// The units return; demand was 2+denials units in about a window,
+	// so the next lease is as large as allowed: maxUnits, of which the
+	// calls after the first use the rest without a request.
+	b.Advance(t, w+time.Millisecond)
+	if b.Real {
+		time.Sleep(300 * time.Millisecond)
+	}
+	if d := acquire(t, c, r, "u", 1); !d.Allowed {
+		t.Fatalf("Acquire(1) when the units returned = %+v", d)
+	}
+	before = c.Stats()
+	for i := 1; i < maxUnits; i++ {
+		if d := acquire(t, c, r, "u", 1); !d.Allowed {
+			t.Fatalf("Acquire(1) from the lease = %+v", d)
+		}
+	}
+	after = c.Stats()
+	if n := after.LeaseAdmissions - before.LeaseAdmissions; n != maxUnits-1 || after.CreateTransfers.Requests != before.CreateTransfers.Requests {
+		t.Fatalf("%d of %d calls admitted from the lease, create requests %d then %d: the lease was not sized by the denied demand",
+			n, maxUnits-1, before.CreateTransfers.Requests, after.CreateTransfers.Requests)
+	}
+	return true
+}

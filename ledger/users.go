@@ -31,8 +31,22 @@ type user struct {
 // may no longer hold once it is released.
 func (u *user) lock() {
 	u.mu.Lock()
-	if u.denial.Load() != nil {
-		u.denial.Store(nil)
+	u.withdraw()
+}
+
+// withdraw withdraws u's published denial, if any, and counts the units
+// asked under it in the demand of u's lease. u.mu is held.
+func (u *user) withdraw() {
+	dn := u.denial.Load()
+	if dn == nil {
+		return
+	}
+	u.denial.Store(nil)
+	if dn.asked != nil && u.lease != nil {
+		// A call that read dn just before it was withdrawn may add its
+		// units after this: the demand, which only sizes leases, misses
+		// them.
+		u.lease.demand += dn.asked.load()
 	}
 }
 
@@ -45,11 +59,19 @@ type denial struct {
 	window               uint64
 	until                uint64 // no hold returns before it
 	untilLocal           int64  // the view denies on its word until then
+	// asked, for a denial decided for a call to a lease (WithLeases),
+	// counts the units the calls it denies asked: the lease's demand,
+	// counted without u.mu. Such a denial also says that the lease could
+	// not serve amount units, which nothing but a change under u.mu
+	// undoes (its units and lifetime only run out). It is nil otherwise.
+	asked *counter
 }
 
 // publishDenial publishes the denial of amount units v just decided at t
-// (local time now). u.mu is held.
-func (u *user) publishDenial(amount, t uint64, now int64) {
+// (local time now); leased says it was decided for a call to a lease that
+// could not serve it. u.mu is held.
+func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
+	u.withdraw()
 	v := &u.v
 	until := v.next
 	if v.unknown > 0 {
@@ -58,9 +80,13 @@ func (u *user) publishDenial(amount, t uint64, now int64) {
 	if until <= t {
 		return
 	}
-	u.denial.Store(&denial{amount: amount, limit: v.limit, avail: v.available(t),
+	dn := &denial{amount: amount, limit: v.limit, avail: v.available(t),
 		retryAt: v.retryAt(amount, t), resetAt: v.resetAt(t), window: v.window,
-		until: until, untilLocal: v.checked + int64(recheck)})
+		until: until, untilLocal: v.checked + int64(recheck)}
+	if leased {
+		dn.asked = new(counter)
+	}
+	u.denial.Store(dn)
 }
 
 // decision is d's Decision at cluster time t (local time now), if it

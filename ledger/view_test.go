@@ -346,7 +346,7 @@ func TestPublishedDenial(t *testing.T) {
 	if !u.v.deny(1, t0, now) {
 		t.Fatal("a drained view does not deny")
 	}
-	u.publishDenial(1, t0, now)
+	u.publishDenial(1, t0, now, false)
 	u.mu.Unlock()
 	dn := u.denial.Load()
 	if dn == nil {
@@ -376,5 +376,29 @@ func TestPublishedDenial(t *testing.T) {
 	u.mu.Unlock()
 	if u.denial.Load() != nil {
 		t.Error("a change left the denial published")
+	}
+
+	// A denial for a call to a lease counts what the calls it denies ask,
+	// and the lease's demand takes it in when the denial is withdrawn,
+	// whether by a change or by a denial published in its place.
+	u.lease = &lease{demand: 1}
+	for _, replace := range []func(){
+		func() { u.lock(); u.mu.Unlock() },
+		func() { u.mu.Lock(); u.publishDenial(1, t0, now, false); u.mu.Unlock() },
+	} {
+		u.lease.demand = 1
+		u.mu.Lock()
+		u.publishDenial(1, t0, now, true)
+		u.mu.Unlock()
+		dn := u.denial.Load()
+		if dn == nil || dn.asked == nil {
+			t.Fatalf("leased denial published as %+v, want one that counts demand", dn)
+		}
+		dn.asked.add(2)
+		dn.asked.add(3)
+		replace()
+		if u.lease.demand != 6 {
+			t.Errorf("lease demand %d after the denial was withdrawn, want 1+2+3", u.lease.demand)
+		}
 	}
 }
