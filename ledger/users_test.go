@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestUsersTable: a key is one user whether the cache in front of the
@@ -21,7 +22,7 @@ func TestUsersTable(t *testing.T) {
 	if other := us.get(Resource{Name: "s", Ledger: 8, Window: time.Minute}, "a"); other == a {
 		t.Fatal("one user for a key on two ledgers")
 	}
-	_, _, slot := us.place(a.key)
+	_, _, slot := us.place(userKey{7, "a"})
 	slot.Store(nil) // out of the cache: found in its shard, and cached again
 	if us.get(r, "a") != a || slot.Load() != a {
 		t.Fatal("a user out of the cache is not found in its shard")
@@ -48,8 +49,8 @@ func TestUsersTable(t *testing.T) {
 		}
 	}
 	for _, u := range slices.Backward(same) { // the latest first: they are the ones cached
-		if us.get(r, u.key.key) == u {
-			t.Fatalf("user %q of an emptied shard is still found", u.key.key)
+		if us.get(r, u.key) == u {
+			t.Fatalf("user %q of an emptied shard is still found", u.key)
 		}
 	}
 }
@@ -66,8 +67,8 @@ func TestUsersTableConcurrent(t *testing.T) {
 			defer wg.Done()
 			for n := range 20000 {
 				key := fmt.Sprint("k", (n*7+g)%300)
-				if u := us.get(r, key); u.key.key != key {
-					t.Errorf("get(%q) = user %q", key, u.key.key)
+				if u := us.get(r, key); u.key != key {
+					t.Errorf("get(%q) = user %q", key, u.key)
 					return
 				}
 				if n%50 == g {
@@ -77,4 +78,28 @@ func TestUsersTableConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A user's fields that every decision touches share its first two cache
+// lines, and a user is 256 bytes, a size class whose objects start on a
+// cache line (see user).
+func TestUserLayout(t *testing.T) {
+	var u user
+	if n := unsafe.Sizeof(u); n != 256 {
+		t.Errorf("a user is %d bytes, want 256", n)
+	}
+	base := uintptr(unsafe.Pointer(&u))
+	for name, p := range map[string]unsafe.Pointer{
+		"mu": unsafe.Pointer(&u.mu), "denial": unsafe.Pointer(&u.denial), "id": unsafe.Pointer(&u.id),
+		"limit": unsafe.Pointer(&u.v.limit), "held": unsafe.Pointer(&u.v.held), "next": unsafe.Pointer(&u.v.next),
+		"top": unsafe.Pointer(&u.v.top), "holds": unsafe.Pointer(&u.v.holds), "checked": unsafe.Pointer(&u.v.checked),
+		"unknown": unsafe.Pointer(&u.v.unknown), "mergedTo": unsafe.Pointer(&u.v.mergedTo),
+		"readLocal": unsafe.Pointer(&u.v.readLocal), "uses": unsafe.Pointer(&u.v.uses),
+		"limitKnown": unsafe.Pointer(&u.v.limitKnown), "stale": unsafe.Pointer(&u.v.stale),
+		"queued": unsafe.Pointer(&u.v.queued),
+	} {
+		if off := uintptr(p) - base; off >= 128 {
+			t.Errorf("user field %s at byte %d, beyond the first two cache lines", name, off)
+		}
+	}
 }

@@ -25,26 +25,30 @@ import (
 // Times are cluster times in nanoseconds. Every method requires that the
 // user's mutex is held.
 type view struct {
-	window     uint64 // the resource's window, ns: every unit returns within it (a second more for re-holds)
-	lag        uint64 // how late the cluster may free a returned hold, ns (returnLag on a cluster, 0 in process)
+	// First the fields every decision reads or writes: with the user's
+	// mutex, published denial and ID they fill its first two cache lines,
+	// which for a user not called lately are misses (see user).
 	limit      uint64
-	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
-	holds      []vhold // holds in flight this Client knows of, ordered by return
+	held       uint64  // units of holds
 	next       uint64  // no hold returns before it (so prune need not read holds, which are cold, before then)
 	top        uint64  // the last hold's return instant, 0 without holds (so took and resetAfter need not read them)
-	held       uint64  // their units
-	unknown    uint64  // units in flight the last read showed beyond the holds known
-	unknownEnd uint64  // the instant by which those have returned at the latest
-	lastReturn uint64  // when the last hold dropped as returned was due
-	slack      uint64  // how much earlier than their instants merged holds may say units return (see compact)
-	mergedTo   uint64  // no merged hold counts a transfer returning after it (0: none merged)
-	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
+	holds      []vhold // holds in flight this Client knows of, ordered by return
 	checked    int64   // local time (ns) the cluster last confirmed a denial the view predicted
+	unknown    uint64  // units in flight the last read showed beyond the holds known
+	mergedTo   uint64  // no merged hold counts a transfer returning after it (0: none merged)
 	readLocal  int64   // local time (ns) of the last read; 0: never read
 	uses       uint32  // decisions since the last read
+	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
+	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
 	queued     bool    // waits in the Client's read queue
-	scanLocal  int64   // local time (ns) of the last scan of its transfers
 	scanQueued bool    // waits in the Client's scan queue
+
+	window     uint64 // the resource's window, ns: every unit returns within it (a second more for re-holds)
+	lag        uint64 // how late the cluster may free a returned hold, ns (returnLag on a cluster, 0 in process)
+	unknownEnd uint64 // the instant by which the unknown units have returned at the latest
+	lastReturn uint64 // when the last hold dropped as returned was due
+	slack      uint64 // how much earlier than their instants merged holds may say units return (see compact)
+	scanLocal  int64  // local time (ns) of the last scan of its transfers
 }
 
 // vhold is a hold in flight: units taken by a pending transfer, or by
