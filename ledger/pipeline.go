@@ -112,8 +112,10 @@ func (c *Client) flush(batch []*op) {
 	c.readBack()
 	c.scanBack()
 	b := c.build(batch)
-	now := c.localNow() // after the answer, when there is one
-	if len(b.send) > 0 {
+	var now int64 // after the answer, when there is one
+	if len(b.send) == 0 {
+		now = c.localNow()
+	} else {
 		// The runner waits for the answer however long it takes (callers
 		// do not: each waits until its own deadline). Giving up would not
 		// make the cluster answer sooner, since the client keeps one
