@@ -416,20 +416,38 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	return ds, nil
 }
 
+// denyPublished denies amount units of u from its published denial
+// without taking u.mu, if that denial holds now. A call to a lease
+// (leased) takes only a denial that says the lease cannot serve, and
+// counts its demand in it (see denial.asked).
+func (c *Client) denyPublished(u *user, amount uint64, leased bool) (Decision, bool) {
+	dn := u.denial.Load()
+	if dn == nil || leased && dn.asked == nil {
+		return Decision{}, false
+	}
+	now, t := c.nows()
+	d, ok := dn.decision(amount, t, now)
+	if !ok {
+		return Decision{}, false
+	}
+	if leased {
+		dn.asked.add(amount)
+	}
+	c.localDenials.add(1)
+	return d, true
+}
+
 // denyLocally returns the decisions for holds (of users us) when one of
 // them can be denied on its user's view, without sending anything: the
 // denying hold says LimitExceeded, the others what their views say. The
 // decisions are appended to ds.
 func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decision, bool) {
-	now, t := c.nows()
 	if len(holds) == 1 {
-		if dn := us[0].denial.Load(); dn != nil {
-			if d, ok := dn.decision(holds[0].Request.Amount, t, now); ok {
-				c.localDenials.add(1)
-				return append(ds, d), true
-			}
+		if d, ok := c.denyPublished(us[0], holds[0].Request.Amount, false); ok {
+			return append(ds, d), true
 		}
 	}
+	now, t := c.nows()
 	deny := -1
 	var denial Decision // described under the lock that decided it
 	for i := range holds {

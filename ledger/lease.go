@@ -65,15 +65,10 @@ type lease struct {
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
 	u := c.users.get(r, req.User)
-	if dn := u.denial.Load(); dn != nil && dn.asked != nil {
-		// The user is drained and its lease cannot serve: denied without
-		// its lock, which every caller of a hot user would queue for.
-		now, t := c.nows()
-		if d, ok := dn.decision(req.Amount, t, now); ok {
-			dn.asked.add(req.Amount)
-			c.localDenials.add(1)
-			return d, nil
-		}
+	// A drained user whose lease cannot serve is denied without its lock,
+	// which every caller of a hot user would queue for.
+	if d, ok := c.denyPublished(u, req.Amount, true); ok {
+		return d, nil
 	}
 	counted := false
 	for {

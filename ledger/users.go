@@ -141,8 +141,8 @@ type userKey struct {
 	key    string
 }
 
-// is reports whether u is the user k names.
-func (u *user) is(k userKey) bool { return u.res.Ledger == k.ledger && u.key == k.key }
+// name is u's key in the table.
+func (u *user) name() userKey { return userKey{u.res.Ledger, u.key} }
 
 // place returns the shard of k, its index, and k's slot in the cache.
 func (us *users) place(k userKey) (*userShard, uint32, *atomic.Pointer[user]) {
@@ -162,7 +162,7 @@ func (us *users) get(r Resource, key string) *user {
 	k := userKey{r.Ledger, key}
 	s, i, slot := us.place(k)
 	x := slot.Load()
-	if x != nil && x.is(k) {
+	if x != nil && x.name() == k {
 		return x
 	}
 	// A user found in its shard takes an empty slot, or, one time in
@@ -186,7 +186,7 @@ func (us *users) get(r Resource, key string) *user {
 	}
 	if s.m == nil || len(s.m) >= userShardLimit {
 		s.m = make(map[userKey]*user, 64)
-		us.uncache(func(x *user) bool { return keyHash(x.res.Ledger, x.key)%userShards == i })
+		us.uncache(i)
 	}
 	u = &user{key: key, id: id, res: r}
 	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
@@ -197,12 +197,14 @@ func (us *users) get(r Resource, key string) *user {
 	return u
 }
 
-// uncache empties the cache's slots whose user drop says to drop. The
-// shard lock of every such user is held.
-func (us *users) uncache(drop func(*user) bool) {
+// uncache empties the cache's slots that hold a user of shard i. Its lock
+// is held.
+func (us *users) uncache(i uint32) {
 	for j := range us.hot {
-		if x := us.hot[j].Load(); x != nil && drop(x) {
-			us.hot[j].Store(nil)
+		if x := us.hot[j].Load(); x != nil {
+			if _, xi, _ := us.place(x.name()); xi == i {
+				us.hot[j].Store(nil)
+			}
 		}
 	}
 }
@@ -213,7 +215,7 @@ func (us *users) forget(ledger uint32, key string) {
 	s, _, slot := us.place(k)
 	s.mu.Lock()
 	delete(s.m, k)
-	if x := slot.Load(); x != nil && x.is(k) {
+	if x := slot.Load(); x != nil && x.name() == k {
 		slot.Store(nil)
 	}
 	s.mu.Unlock()

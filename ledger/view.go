@@ -300,7 +300,7 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 // limit, and the longest a unit can stay in flight when the view cannot
 // tell.
 func (v *view) retryAfter(amount, t uint64) time.Duration {
-	return v.after(v.retryAt(amount, t), t)
+	return retryAfter(v.retryAt(amount, t), t, v.window)
 }
 
 // Instants that are not: see retryAt.
@@ -341,9 +341,8 @@ func (v *view) retryAt(amount, t uint64) uint64 {
 	return untellable
 }
 
-// after is how long after t retry instant at is (see retryAfter).
-func (v *view) after(at, t uint64) time.Duration { return retryAfter(at, t, v.window) }
-
+// retryAfter is how long after t retry instant at is, for a user of a
+// resource whose window is window (see view.retryAfter).
 func retryAfter(at, t, window uint64) time.Duration {
 	switch at {
 	case never:
