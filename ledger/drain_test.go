@@ -14,11 +14,7 @@ func TestDrainedUsersDeniedLocally(t *testing.T) {
 	// Every count below holds while the units taken first are held: the
 	// cluster's timestamps say when the work outlasted the window, and
 	// InTime then runs it again with a longer one.
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		b.InTime(t, 2*time.Second, time.Minute, func(w time.Duration) bool {
-			return drainedUsers(t, b, w)
-		})
-	})
+	eachInTime(t, 2*time.Second, time.Minute, drainedUsers)
 }
 
 // drainedUsers runs the scenario with window w; false: the work outlasted it.

@@ -132,51 +132,49 @@ func TestHistoryExpired(t *testing.T) {
 // ID, as are the later holds of an AcquireAll chain: the name Decision.ID
 // gave.
 func TestHistoryRequestIDs(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		b.InTime(t, 2*time.Second, time.Minute, func(w time.Duration) bool {
-			c, r := setup(t, b, ledger.Resource{Window: w, DefaultLimit: 2})
-			_, other := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
-			if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 2}); err != nil {
-				t.Fatal(err)
-			}
-			first := acquire(t, c, r, "u", 2)
-			id := ledger.KeyID("order-7")
-			d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id})
-			if err != nil || d.Allowed {
-				t.Fatalf("Acquire under %s with nothing left = %+v, %v", id, d, err)
-			}
-			if !testenv.Within(first.Timestamp, d.Timestamp, w) {
-				return false
-			}
-			b.Advance(t, time.Duration(first.Timestamp+uint64(w)-uint64(b.Now().UnixNano()))+time.Millisecond)
-			if b.Real {
-				time.Sleep(300 * time.Millisecond)
-			}
-			chain := ledger.KeyID("chain-1")
-			ds, err := c.AcquireAll(ctx, []ledger.Hold{
-				{Resource: r, Request: ledger.Request{User: "u", Amount: 1, ID: id}},
-			})
-			if err != nil || !ds[0].Allowed || ds[0].ID != id {
-				t.Fatalf("Acquire under %s after the units returned = %+v, %v", id, ds, err)
-			}
-			ds, err = c.AcquireAll(ctx, []ledger.Hold{
-				{Resource: other, Request: ledger.Request{User: "u", Amount: 1, ID: chain}},
-				{Resource: r, Request: ledger.Request{User: "u", Amount: 1}},
-			})
-			if err != nil || !ds[0].Allowed {
-				t.Fatalf("AcquireAll under %s = %+v, %v", chain, ds, err)
-			}
-			h := history(t, c, r, "u", time.Time{}, time.Time{}, 0)
-			checkHistory(t, h, "{1 ref 0 in flight}", "{1 ref 0 in flight}", "{2 ref 0 expired}")
-			if h[0].ID != chain || h[0].Hold == chain || h[1].ID != id || h[1].Hold == id || h[2].ID != first.ID {
-				t.Fatalf("History IDs = %s (hold %s), %s (hold %s), %s; want %s (a chain's later hold), %s (a later attempt), %s",
-					h[0].ID, h[0].Hold, h[1].ID, h[1].Hold, h[2].ID, chain, id, first.ID)
-			}
-			if ho := history(t, c, other, "u", time.Time{}, time.Time{}, 0); len(ho) != 1 || ho[0].ID != chain {
-				t.Fatalf("History on the chain's first resource = %+v, want one admission named %s", ho, chain)
-			}
-			return true
+	eachInTime(t, 2*time.Second, time.Minute, func(t *testing.T, b *testenv.Backend, w time.Duration) bool {
+		c, r := setup(t, b, ledger.Resource{Window: w, DefaultLimit: 2})
+		_, other := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+		first := acquire(t, c, r, "u", 2)
+		id := ledger.KeyID("order-7")
+		d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id})
+		if err != nil || d.Allowed {
+			t.Fatalf("Acquire under %s with nothing left = %+v, %v", id, d, err)
+		}
+		if !testenv.Within(first.Timestamp, d.Timestamp, w) {
+			return false
+		}
+		b.Advance(t, time.Duration(first.Timestamp+uint64(w)-uint64(b.Now().UnixNano()))+time.Millisecond)
+		if b.Real {
+			time.Sleep(300 * time.Millisecond)
+		}
+		chain := ledger.KeyID("chain-1")
+		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+			{Resource: r, Request: ledger.Request{User: "u", Amount: 1, ID: id}},
 		})
+		if err != nil || !ds[0].Allowed || ds[0].ID != id {
+			t.Fatalf("Acquire under %s after the units returned = %+v, %v", id, ds, err)
+		}
+		ds, err = c.AcquireAll(ctx, []ledger.Hold{
+			{Resource: other, Request: ledger.Request{User: "u", Amount: 1, ID: chain}},
+			{Resource: r, Request: ledger.Request{User: "u", Amount: 1}},
+		})
+		if err != nil || !ds[0].Allowed {
+			t.Fatalf("AcquireAll under %s = %+v, %v", chain, ds, err)
+		}
+		h := history(t, c, r, "u", time.Time{}, time.Time{}, 0)
+		checkHistory(t, h, "{1 ref 0 in flight}", "{1 ref 0 in flight}", "{2 ref 0 expired}")
+		if h[0].ID != chain || h[0].Hold == chain || h[1].ID != id || h[1].Hold == id || h[2].ID != first.ID {
+			t.Fatalf("History IDs = %s (hold %s), %s (hold %s), %s; want %s (a chain's later hold), %s (a later attempt), %s",
+				h[0].ID, h[0].Hold, h[1].ID, h[1].Hold, h[2].ID, chain, id, first.ID)
+		}
+		if ho := history(t, c, other, "u", time.Time{}, time.Time{}, 0); len(ho) != 1 || ho[0].ID != chain {
+			t.Fatalf("History on the chain's first resource = %+v, want one admission named %s", ho, chain)
+		}
+		return true
 	})
 }
 

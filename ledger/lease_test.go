@@ -200,11 +200,7 @@ func TestLeaseNotTakenWithoutAnAnswer(t *testing.T) {
 // published denial, without the user's lock: the lease taken when units
 // return is sized by them.
 func TestLeaseSizedByDeniedDemand(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		b.InTime(t, 2*time.Second, time.Minute, func(w time.Duration) bool {
-			return leaseSizedByDeniedDemand(t, b, w)
-		})
-	})
+	eachInTime(t, 2*time.Second, time.Minute, leaseSizedByDeniedDemand)
 }
 
 // leaseSizedByDeniedDemand runs the scenario with window w; false: the

@@ -46,6 +46,16 @@ func acquire(t *testing.T, c *ledger.Client, r ledger.Resource, user string, n u
 	return d
 }
 
+// eachInTime runs body on each backend (testenv.Each) with window w, and
+// again with a longer one, up to max, while it says its work outlasted the
+// window (see testenv.Backend.InTime).
+func eachInTime(t *testing.T, w, max time.Duration, body func(t *testing.T, b *testenv.Backend, w time.Duration) bool) {
+	t.Helper()
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		b.InTime(t, w, max, func(w time.Duration) bool { return body(t, b, w) })
+	})
+}
+
 func inspect(t *testing.T, c *ledger.Client, r ledger.Resource, user string) ledger.Usage {
 	t.Helper()
 	u, err := c.Inspect(ctx, r, user)
@@ -321,11 +331,7 @@ func TestRetrySameAttempt(t *testing.T) {
 // timestamps say when the work outlasted the window, and InTime then runs it
 // again with a longer one.
 func TestAcquireAllOrNothing(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		b.InTime(t, time.Second, 16*time.Second, func(w time.Duration) bool {
-			return acquireAllOrNothing(t, b, w)
-		})
-	})
+	eachInTime(t, time.Second, 16*time.Second, acquireAllOrNothing)
 }
 
 // acquireAllOrNothing runs the scenario with a short window w; false: the

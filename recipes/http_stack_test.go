@@ -187,9 +187,7 @@ func TestStackMiddlewareHeaders(t *testing.T) {
 func TestStackMiddlewareEndToEnd(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		_, w := windows(b)
-		sc := simnet.New(b.Client, simnet.Model{Name: "free"}) // to stall the cluster at will
-		t.Cleanup(sc.Close)
-		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(300*time.Millisecond))
+		sc, c := stallable(t, b, ledger.WithTimeout(300*time.Millisecond))
 		global := newLimiter(t, b, c, "global", []recipes.Policy{{Name: "global", Limit: recipes.Per(1000, w), Lazy: true}})
 		perKey := newLimiter(t, b, c, "customer", []recipes.Policy{{Name: "customer", Limit: recipes.Per(10, w), Lazy: true}})
 		perRoute := newLimiter(t, b, c, "route", []recipes.Policy{{Name: "route", Limit: recipes.Per(2, w), Lazy: true}})
@@ -326,9 +324,7 @@ func TestConcurrencyMiddleware(t *testing.T) {
 func TestShadowNeverFails(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		_, w := windows(b)
-		sc := simnet.New(b.Client, simnet.Model{Name: "free"}) // to stall the cluster at will
-		t.Cleanup(sc.Close)
-		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(300*time.Millisecond))
+		sc, c := stallable(t, b, ledger.WithTimeout(300*time.Millisecond))
 		perIP := newLimiter(t, b, c, "ip", []recipes.Policy{{Name: "ip", Limit: recipes.Per(100, w), Lazy: true}})
 		// Tried out: keyed by API keys, which are not provisioned yet.
 		trial := newLimiter(t, b, c, "apikey", []recipes.Policy{{Name: "apikey", Limit: recipes.Per(10, w)}}, recipes.Shadow())
@@ -389,9 +385,7 @@ func TestMiddlewaresUnavailable(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		ctx := context.Background()
 		_, w := windows(b)
-		sc := simnet.New(b.Client, simnet.Model{Name: "free"})
-		t.Cleanup(sc.Close)
-		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithUnavailable(ledger.FailClosed), ledger.WithTimeout(5*time.Second))
+		sc, c := stallable(t, b, ledger.WithUnavailable(ledger.FailClosed), ledger.WithTimeout(5*time.Second))
 		rl, err := recipes.NewRequestRate(c, recipes.Config{Name: "http", Ledger: b.NewLedger(), Lazy: true}, recipes.Per(5, w))
 		if err != nil {
 			t.Fatal(err)
@@ -446,4 +440,14 @@ func keyed(key string) *http.Request {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Api-Key", key)
 	return r
+}
+
+// stallable returns a Client on b's cluster behind a network that costs
+// nothing but can be stalled at will (sc.SetFaults), with b's clock and
+// opts.
+func stallable(t *testing.T, b *testenv.Backend, opts ...ledger.Option) (*simnet.Client, *ledger.Client) {
+	t.Helper()
+	sc := simnet.New(b.Client, simnet.Model{Name: "free"})
+	t.Cleanup(sc.Close)
+	return sc, ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now)}, opts...)...)
 }
