@@ -59,6 +59,7 @@ type lease struct {
 	granted uint64        // units it holds
 	used    uint64        // units handed out
 	demand  uint64        // units asked since it was taken (see denial.asked)
+	asked   *counter      // units asked of its user's leased denials, not yet in demand
 	refresh chan struct{} // closed when a renewal in progress ends
 	ended   bool          // no more units are handed out from it
 }

@@ -62,6 +62,16 @@ type counter struct {
 
 func (c *counter) add(n uint64) { c.stripes[rand.Uint32()%uint32(len(c.stripes))].n.Add(n) }
 
+// take returns the count and sets it to zero; an add that races with it
+// is counted by the next take.
+func (c *counter) take() uint64 {
+	var sum uint64
+	for i := range c.stripes {
+		sum += c.stripes[i].n.Swap(0)
+	}
+	return sum
+}
+
 func (c *counter) load() uint64 {
 	var sum uint64
 	for i := range c.stripes {

@@ -48,9 +48,9 @@ func (u *user) withdraw() {
 	u.denial.Store(nil)
 	if dn.asked != nil && u.lease != nil {
 		// A call that read dn just before it was withdrawn may add its
-		// units after this: the demand, which only sizes leases, misses
-		// them.
-		u.lease.demand += dn.asked.load()
+		// units after this: the lease's counter keeps them for the next
+		// withdrawal.
+		u.lease.demand += dn.asked.take()
 	}
 }
 
@@ -65,9 +65,11 @@ type denial struct {
 	untilLocal           int64  // the view denies on its word until then
 	// asked, for a denial decided for a call to a lease (WithLeases),
 	// counts the units the calls it denies asked: the lease's demand,
-	// counted without u.mu. Such a denial also says that the lease could
-	// not serve amount units, which nothing but a change under u.mu
-	// undoes (its units and lifetime only run out). It is nil otherwise.
+	// counted without u.mu, in the lease's own counter (lease.asked), which
+	// every such denial of the user shares. Such a denial also says that
+	// the lease could not serve amount units, which nothing but a change
+	// under u.mu undoes (its units and lifetime only run out). It is nil
+	// otherwise.
 	asked *counter
 }
 
@@ -88,7 +90,10 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 		retryAt: v.retryAt(amount, t), resetAt: v.resetAt(t), window: v.window,
 		until: until, untilLocal: v.checked + int64(recheck)}
 	if leased {
-		dn.asked = new(counter)
+		if u.lease.asked == nil {
+			u.lease.asked = new(counter) // once per user: denials come and go
+		}
+		dn.asked = u.lease.asked
 	}
 	u.denial.Store(dn)
 }
