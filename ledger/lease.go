@@ -66,6 +66,10 @@ type lease struct {
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
 	u := c.users.get(r, req.User)
+	h := Hold{Resource: r, Request: req}
+	if err := c.plan(ctx, u, &h); err != nil {
+		return Decision{}, err
+	}
 	// A drained user whose lease cannot serve is denied without its lock,
 	// which every caller of a hot user would queue for.
 	if d, ok := c.denyPublished(u, req.Amount, true); ok {
@@ -104,7 +108,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 		l.refresh = make(chan struct{})
 		o, size := c.renewal(u, l, req, now, t)
 		u.mu.Unlock()
-		return c.renew(ctx, u, l, o, size, Hold{Resource: r, Request: req})
+		return c.renew(ctx, u, l, o, size, h)
 	}
 }
 

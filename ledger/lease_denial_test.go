@@ -2,24 +2,38 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-// A drained user's leased calls are denied from the denial its view
-// published, without its lock (which every caller of a hot user would
-// queue for), and what they ask still counts in the lease's demand.
-func TestLeasedDenialTakesNoLock(t *testing.T) {
+// A drained user's calls, leased or not, are denied from the denial its
+// view published, without its lock (which every caller of a hot user would
+// queue for), plan or not; what leased calls ask still counts in the
+// lease's demand.
+func TestDrainedUserDeniedWithoutItsLock(t *testing.T) {
+	for _, leased := range []bool{false, true} {
+		for _, plan := range []uint64{0, 10} {
+			t.Run(fmt.Sprintf("leased=%v/plan=%d", leased, plan), func(t *testing.T) { deniedWithoutLock(t, leased, plan) })
+		}
+	}
+}
+
+func deniedWithoutLock(t *testing.T, leased bool, plan uint64) {
 	ctx := context.Background()
 	clock := embedded.NewManualClock(time.Unix(1_700_000_000, 0)) // stopped: the denial holds
-	c := New(embedded.New(embedded.WithClock(clock)), WithLeases(Leases{Lifetime: time.Second, MaxUnits: 5}))
+	var opts []Option
+	if leased {
+		opts = append(opts, WithLeases(Leases{Lifetime: time.Second, MaxUnits: 5}))
+	}
+	c := New(embedded.New(embedded.WithClock(clock)), opts...)
 	r := Resource{Name: "r", Ledger: 1, Kind: Requests, Window: time.Hour, DefaultLimit: 10, Lazy: true}
 	if err := c.CreateResource(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	take := func(n uint64) (Decision, error) { return c.Acquire(ctx, r, Request{User: "u", Amount: n}) }
+	take := func(n uint64) (Decision, error) { return c.Acquire(ctx, r, Request{User: "u", Amount: n, Limit: plan}) }
 	for i, want := range []bool{true, false, false} { // drained; the cluster confirms; published
 		if d, err := take([]uint64{10, 1, 1}[i]); err != nil || d.Allowed != want {
 			t.Fatalf("call %d = %+v, %v; want allowed %v", i, d, err, want)
@@ -27,10 +41,13 @@ func TestLeasedDenialTakesNoLock(t *testing.T) {
 	}
 	u := c.users.get(r, "u")
 	dn := u.denial.Load()
-	if dn == nil || dn.asked == nil {
-		t.Fatalf("a drained user's leased denial published as %+v", dn)
+	if dn == nil || (dn.asked != nil) != leased {
+		t.Fatalf("a drained user's denial published as %+v", dn)
 	}
-	asked := dn.asked.load()
+	var asked uint64
+	if leased {
+		asked = dn.asked.load()
+	}
 
 	u.mu.Lock()
 	type answer struct {
@@ -45,12 +62,16 @@ func TestLeasedDenialTakesNoLock(t *testing.T) {
 	select {
 	case a := <-done:
 		if a.err != nil || a.d.Allowed || a.d.Reason != LimitExceeded {
-			t.Errorf("leased call of a drained user = %+v, %v; want denied", a.d, a.err)
+			t.Errorf("call of a drained user = %+v, %v; want denied", a.d, a.err)
 		}
 	case <-time.After(30 * time.Second):
 		u.mu.Unlock()
 		<-done
-		t.Fatal("a leased call of a drained user waited for the user's lock")
+		t.Fatal("a call of a drained user waited for the user's lock")
+	}
+	if !leased {
+		u.mu.Unlock()
+		return
 	}
 	demand := u.lease.demand
 	u.mu.Unlock()

@@ -14,8 +14,11 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 	if want == 0 {
 		return nil
 	}
+	if dn := u.denial.Load(); dn != nil && dn.limit == want {
+		return nil // nothing changed the user since its view decided dn
+	}
 	for {
-		u.lock()
+		u.mu.Lock() // not lock: a check changes nothing
 		if ch := u.planning; ch != nil {
 			u.mu.Unlock()
 			select {
@@ -30,6 +33,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 			u.mu.Unlock()
 			return nil
 		}
+		u.withdraw() // the limit changes
 		ch := make(chan struct{})
 		u.planning = ch
 		u.mu.Unlock()

@@ -13,51 +13,56 @@ import (
 // A request's plan (Request.Limit) provisions a lazy user with it, and a
 // changed plan takes effect with the user's next decision.
 func TestPlans(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3, Lazy: true})
-		take := func(c *ledger.Client, plan uint64) ledger.Decision {
-			t.Helper()
-			d, err := c.Acquire(ctx, r, ledger.Request{User: "pro", Amount: 1, Limit: plan})
-			if err != nil {
-				t.Fatal(err)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { testenv.Each(t, func(t *testing.T, b *testenv.Backend) { plans(t, b, m.opts) }) })
+	}
+}
+
+func plans(t *testing.T, b *testenv.Backend, opts []ledger.Option) {
+	c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3, Lazy: true})
+	c = ledger.New(b.Client, opts...)
+	take := func(c *ledger.Client, plan uint64) ledger.Decision {
+		t.Helper()
+		d, err := c.Acquire(ctx, r, ledger.Request{User: "pro", Amount: 1, Limit: plan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := take(c, 5); !d.Allowed || d.Limit != 5 || d.Remaining != 4 {
+		t.Fatalf("first decision on the pro plan = %+v, want 4 of 5 left", d)
+	}
+	// Another process that knows nothing of the user applies the plan too.
+	other := ledger.New(b.Client)
+	if d := take(other, 5); !d.Allowed || d.Limit != 5 {
+		t.Fatalf("another process's decision on the same plan = %+v", d)
+	}
+	if d := take(c, 10); !d.Allowed || d.Limit != 10 {
+		t.Fatalf("decision after an upgrade to 10 = %+v", d)
+	}
+	if u := inspect(t, c, r, "pro"); u.Limit != 10 || u.InFlight != 3 {
+		t.Fatalf("after the upgrade: %+v, want limit 10, 3 in flight", u)
+	}
+	// A downgrade below what is in flight: nothing more until units
+	// return; the window never holds more than the larger limit.
+	if d := take(c, 2); d.Allowed || d.Limit != 2 {
+		t.Fatalf("decision after a downgrade to 2 with 3 in flight = %+v, want denied", d)
+	}
+	// Many callers see a plan change at once: one SetLimit.
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Acquire(ctx, r, ledger.Request{User: "pro", Amount: 1, Limit: 4}); err != nil {
+				t.Error(err)
 			}
-			return d
-		}
-		if d := take(c, 5); !d.Allowed || d.Limit != 5 || d.Remaining != 4 {
-			t.Fatalf("first decision on the pro plan = %+v, want 4 of 5 left", d)
-		}
-		// Another process that knows nothing of the user applies the plan too.
-		other := ledger.New(b.Client)
-		if d := take(other, 5); !d.Allowed || d.Limit != 5 {
-			t.Fatalf("another process's decision on the same plan = %+v", d)
-		}
-		if d := take(c, 10); !d.Allowed || d.Limit != 10 {
-			t.Fatalf("decision after an upgrade to 10 = %+v", d)
-		}
-		if u := inspect(t, c, r, "pro"); u.Limit != 10 || u.InFlight != 3 {
-			t.Fatalf("after the upgrade: %+v, want limit 10, 3 in flight", u)
-		}
-		// A downgrade below what is in flight: nothing more until units
-		// return; the window never holds more than the larger limit.
-		if d := take(c, 2); d.Allowed || d.Limit != 2 {
-			t.Fatalf("decision after a downgrade to 2 with 3 in flight = %+v, want denied", d)
-		}
-		// Many callers see a plan change at once: one SetLimit.
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := c.Acquire(ctx, r, ledger.Request{User: "pro", Amount: 1, Limit: 4}); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-		if u := inspect(t, c, r, "pro"); u.Limit != 4 {
-			t.Fatalf("after 16 concurrent calls on a plan of 4: limit %d", u.Limit)
-		}
-	})
+		}()
+	}
+	wg.Wait()
+	if u := inspect(t, c, r, "pro"); u.Limit != 4 {
+		t.Fatalf("after 16 concurrent calls on a plan of 4: limit %d", u.Limit)
+	}
 }
 
 // Reset gives a user's units back at once, and the audit trail shows it.

@@ -17,9 +17,10 @@ type user struct {
 	mu sync.Mutex
 	// denial, when set, is a denial the view decided under mu and that
 	// holds as it is until its instants pass: since it was set, nothing
-	// but denials happened to the user, for everyone but a denial takes
-	// mu with lock, which clears it (readers too: one rule to check). A
-	// drained user, typically hot, is denied from it without taking mu.
+	// but denials happened to the user, for everyone but a denial or a
+	// plan's check (which change nothing) takes mu with lock, which clears
+	// it (readers too: one rule to check). A drained user, typically hot,
+	// is denied from it without taking mu.
 	denial atomic.Pointer[denial]
 	id     ID     // UserID(res.Ledger, key)
 	v      view   // u.mu
@@ -31,8 +32,8 @@ type user struct {
 	res      Resource
 }
 
-// lock takes u.mu for anything but a local denial: a published denial
-// may no longer hold once it is released.
+// lock takes u.mu for anything but a local denial or a plan's check: a
+// published denial may no longer hold once it is released.
 func (u *user) lock() {
 	u.mu.Lock()
 	u.withdraw()
