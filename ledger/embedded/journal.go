@@ -189,7 +189,7 @@ func Open(path string, opts ...Option) (*File, error) {
 		f:     f,
 	}
 	if err := j.load(); err != nil {
-		f.Close()
+		unlockAndClose(f)
 		j.eng.Close()
 		return nil, err
 	}
@@ -240,7 +240,16 @@ func (j *File) Close() {
 	}
 	j.closed = true
 	j.eng.Close()
-	j.f.Close()
+	unlockAndClose(j.f)
+}
+
+// unlockAndClose releases the journal's lock, then closes f. Closing alone
+// would not release it while any other descriptor of the same open file
+// lives on: a child that another goroutine forks copies every descriptor
+// and holds it until it execs, and a flock belongs to the open file.
+func unlockAndClose(f *os.File) {
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
 }
 
 // load reads the header, creating it in an empty file, and replays the

@@ -446,6 +446,41 @@ func TestJournalBusy(t *testing.T) {
 	j.Close()
 }
 
+// Close releases the journal's lock even while another descriptor of the
+// same open file lives on, as in a child that any goroutine of the process
+// forks holds one until it execs: the next Open must not find it busy.
+func TestJournalCloseReleasesLockOfCopies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to find the journal's descriptor: %v", err)
+	}
+	for _, e := range ents {
+		if dst, _ := os.Readlink("/proc/self/fd/" + e.Name()); dst == path {
+			fmt.Sscan(e.Name(), &fd)
+		}
+	}
+	if fd < 0 {
+		t.Fatalf("no descriptor of %s in /proc/self/fd", path)
+	}
+	copied, err := syscall.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(copied)
+	j.Close()
+	j, err = embedded.Open(path)
+	if err != nil {
+		t.Fatalf("Open after Close, with a copy of the closed descriptor open = %v", err)
+	}
+	j.Close()
+}
+
 func TestJournalClosed(t *testing.T) {
 	j, err := embedded.Open(filepath.Join(t.TempDir(), "journal"))
 	if err != nil {
