@@ -19,8 +19,8 @@ func TestPlans(t *testing.T) {
 }
 
 func plans(t *testing.T, b *testenv.Backend, opts []ledger.Option) {
-	c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3, Lazy: true})
-	c = ledger.New(b.Client, opts...)
+	_, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3, Lazy: true})
+	c := ledger.New(b.Client, opts...)
 	take := func(c *ledger.Client, plan uint64) ledger.Decision {
 		t.Helper()
 		d, err := c.Acquire(ctx, r, ledger.Request{User: "pro", Amount: 1, Limit: plan})
