@@ -419,10 +419,11 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // denyPublished denies amount units of u from its published denial
 // without taking u.mu, if that denial holds now. A call to a lease
 // (leased) takes only a denial that says the lease cannot serve, and
-// counts its demand in it (see denial.asked).
-func (c *Client) denyPublished(u *user, amount uint64, leased bool) (Decision, bool) {
+// counts its demand in it (see denial.asked); a call with a plan (its
+// Request.Limit; 0: none) only a denial under the plan's limit.
+func (c *Client) denyPublished(u *user, amount uint64, leased bool, plan uint64) (Decision, bool) {
 	dn := u.denial.Load()
-	if dn == nil || leased && dn.asked == nil {
+	if dn == nil || leased && dn.asked == nil || plan != 0 && dn.limit != plan {
 		return Decision{}, false
 	}
 	now, t := c.nows()
@@ -443,7 +444,7 @@ func (c *Client) denyPublished(u *user, amount uint64, leased bool) (Decision, b
 // decisions are appended to ds.
 func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decision, bool) {
 	if len(holds) == 1 {
-		if d, ok := c.denyPublished(us[0], holds[0].Request.Amount, false); ok {
+		if d, ok := c.denyPublished(us[0], holds[0].Request.Amount, false, holds[0].Request.Limit); ok {
 			return append(ds, d), true
 		}
 	}

@@ -66,18 +66,24 @@ type lease struct {
 
 func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (Decision, error) {
 	u := c.users.get(r, req.User)
-	h := Hold{Resource: r, Request: req}
-	if err := c.plan(ctx, u, &h); err != nil {
-		return Decision{}, err
-	}
 	// A drained user whose lease cannot serve is denied without its lock,
 	// which every caller of a hot user would queue for.
-	if d, ok := c.denyPublished(u, req.Amount, true); ok {
+	if d, ok := c.denyPublished(u, req.Amount, true, req.Limit); ok {
 		return d, nil
 	}
-	counted := false
+	h := Hold{Resource: r, Request: req}
+	counted, planned := false, req.Limit == 0
 	for {
 		u.lock()
+		if !planned && (u.planning != nil || !u.v.limitKnown || u.v.limit != req.Limit) {
+			u.mu.Unlock()
+			if err := c.plan(ctx, u, &h); err != nil {
+				return Decision{}, err
+			}
+			planned = true
+			continue
+		}
+		planned = true // checked under the lock the lease is served under
 		if u.lease == nil {
 			u.lease = &lease{}
 		}
@@ -162,6 +168,10 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	}
 	l.hold, l.heldAt, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
 	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
+	// The user is not drained: the counter of its leased denials, whose
+	// count its demand took when lock withdrew the last one, goes, so that
+	// only users denied lately keep one.
+	l.asked = nil
 	d.Remaining += size - h.Request.Amount
 	if size > h.Request.Amount {
 		c.scheduleEnd(u, l.hold.ID) // a lease of exactly the call's units has nothing to give back

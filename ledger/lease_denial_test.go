@@ -103,18 +103,22 @@ func TestLeasedCallsTakeOnlyLeasedDenials(t *testing.T) {
 	}
 	u.publishDenial(1, t0, now, false)
 	u.mu.Unlock()
-	if d, ok := c.denyPublished(u, 1, true); ok {
+	if d, ok := c.denyPublished(u, 1, true, 0); ok {
 		t.Errorf("a leased call denied from a plain call's denial: %+v", d)
 	}
-	if _, ok := c.denyPublished(u, 1, false); !ok {
+	if _, ok := c.denyPublished(u, 1, false, 0); !ok {
 		t.Error("a plain call not denied from a plain call's denial")
 	}
 	u.mu.Lock()
 	u.publishDenial(1, t0, now, true)
 	u.mu.Unlock()
 	for _, leased := range []bool{true, false} {
-		if _, ok := c.denyPublished(u, 1, leased); !ok {
+		if _, ok := c.denyPublished(u, 1, leased, 0); !ok {
 			t.Errorf("a call (leased %v) not denied from a leased call's denial", leased)
+		}
+		// A call whose plan differs must give the user its limit first.
+		if d, ok := c.denyPublished(u, 1, leased, u.v.limit+1); ok {
+			t.Errorf("a call (leased %v) with a plan of %d denied from a denial under %d: %+v", leased, u.v.limit+1, u.v.limit, d)
 		}
 	}
 	// Every leased denial of the user counts in one counter, the lease's.

@@ -48,6 +48,17 @@ func plans(t *testing.T, b *testenv.Backend, opts []ledger.Option) {
 	if d := take(c, 2); d.Allowed || d.Limit != 2 {
 		t.Fatalf("decision after a downgrade to 2 with 3 in flight = %+v, want denied", d)
 	}
+	if d := take(c, 2); d.Allowed || d.Limit != 2 { // confirmed by the cluster: later denials are local
+		t.Fatalf("second decision on the plan of 2 = %+v, want denied", d)
+	}
+	// A drained user upgraded is admitted: a denial under its old limit
+	// does not answer for its new plan.
+	if d := take(c, 2); d.Allowed {
+		t.Fatalf("third decision on the plan of 2 = %+v, want denied", d)
+	}
+	if d := take(c, 10); !d.Allowed || d.Limit != 10 {
+		t.Fatalf("decision of a drained user upgraded to 10 = %+v, want admitted", d)
+	}
 	// Many callers see a plan change at once: one SetLimit.
 	var wg sync.WaitGroup
 	for range 16 {
