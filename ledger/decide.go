@@ -423,7 +423,7 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // Request.Limit; 0: none) only a denial under the plan's limit.
 func (c *Client) denyPublished(u *user, amount uint64, leased bool, plan uint64) (Decision, bool) {
 	dn := u.denial.Load()
-	if dn == nil || leased && dn.asked == nil || plan != 0 && dn.limit != plan {
+	if dn == nil || leased && dn.asked == nil || !dn.under(plan) {
 		return Decision{}, false
 	}
 	now, t := c.nows()

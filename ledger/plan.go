@@ -14,7 +14,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 	if want == 0 {
 		return nil
 	}
-	if dn := u.denial.Load(); dn != nil && dn.limit == want {
+	if dn := u.denial.Load(); dn != nil && dn.under(want) {
 		return nil // nothing changed the user since its view decided dn
 	}
 	for {
@@ -28,11 +28,11 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 				return unavailable(context.Cause(ctx))
 			}
 		}
-		known, limit := u.v.limitKnown, u.v.limit
-		if known && limit == want {
+		if u.hasLimit(want) {
 			u.mu.Unlock()
 			return nil
 		}
+		known := u.v.limitKnown
 		u.withdraw() // the limit changes
 		ch := make(chan struct{})
 		u.planning = ch
@@ -73,3 +73,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error
 	}
 	return err
 }
+
+// hasLimit says whether this Client knows u's limit to be limit. u.mu is
+// held.
+func (u *user) hasLimit(limit uint64) bool { return u.v.limitKnown && u.v.limit == limit }

@@ -99,6 +99,10 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 	u.denial.Store(dn)
 }
 
+// under says whether d was decided under the limit of plan (a
+// Request.Limit; 0, no plan, takes any).
+func (d *denial) under(plan uint64) bool { return plan == 0 || d.limit == plan }
+
 // decision is d's Decision at cluster time t (local time now), if it
 // holds for amount units then.
 func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
