@@ -93,25 +93,16 @@ func TestLeasedCallsTakeOnlyLeasedDenials(t *testing.T) {
 	now := int64(sec)
 	clock := embedded.NewManualClock(time.Unix(0, now))
 	c := New(embedded.New(embedded.WithClock(clock)), WithLeases(Leases{Lifetime: time.Second, MaxUnits: 5}))
-	u := &user{v: newView(0), lease: &lease{}}
-	u.v.took(id(1), 10, 10*sec) // drained
-	u.v.checked = now           // the cluster confirmed a denial then
-	t0 := uint64(now)
-	u.mu.Lock()
-	if !u.v.deny(1, t0, now) {
-		t.Fatal("a drained view does not deny")
-	}
-	u.publishDenial(1, t0, now, false)
-	u.mu.Unlock()
+	u := drained(now)
+	u.lease = &lease{}
+	publish(t, u, now, false)
 	if d, ok := c.denyPublished(u, 1, true, 0); ok {
 		t.Errorf("a leased call denied from a plain call's denial: %+v", d)
 	}
 	if _, ok := c.denyPublished(u, 1, false, 0); !ok {
 		t.Error("a plain call not denied from a plain call's denial")
 	}
-	u.mu.Lock()
-	u.publishDenial(1, t0, now, true)
-	u.mu.Unlock()
+	publish(t, u, now, true)
 	for _, leased := range []bool{true, false} {
 		if _, ok := c.denyPublished(u, 1, leased, 0); !ok {
 			t.Errorf("a call (leased %v) not denied from a leased call's denial", leased)
@@ -123,9 +114,7 @@ func TestLeasedCallsTakeOnlyLeasedDenials(t *testing.T) {
 	}
 	// Every leased denial of the user counts in one counter, the lease's.
 	first := u.denial.Load().asked
-	u.mu.Lock()
-	u.publishDenial(1, t0, now, true)
-	u.mu.Unlock()
+	publish(t, u, now, true)
 	if again := u.denial.Load().asked; again != first || again != u.lease.asked {
 		t.Error("a leased denial published again counts in a counter of its own")
 	}

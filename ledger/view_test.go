@@ -331,23 +331,38 @@ func TestViewMergedHoldsGoStale(t *testing.T) {
 	}
 }
 
+// drained returns a user whose view holds all of its limit, 4 units
+// returning at 10 s and 6 at 12 s, and whose denial the cluster confirmed
+// at local time now.
+func drained(now int64) *user {
+	u := &user{v: newView(0)}
+	u.v.took(id(1), 4, 10*sec)
+	u.v.took(id(2), 6, 12*sec)
+	u.v.checked = now
+	return u
+}
+
+// publish has u's view deny 1 unit at now (as cluster and local time) and
+// publishes that denial, for a call to a lease (leased) or not.
+func publish(t *testing.T, u *user, now int64, leased bool) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.v.deny(1, uint64(now), now) {
+		t.Fatal("a drained view does not deny")
+	}
+	u.publishDenial(1, uint64(now), now, leased)
+}
+
 // TestPublishedDenial: a denial published under the user's lock says, at
 // every instant it holds, what the view itself would say then; it stops at
 // the first return and at the recheck, and whoever changes the user clears
 // it.
 func TestPublishedDenial(t *testing.T) {
-	u := &user{v: newView(0)}
-	u.v.took(id(1), 4, 10*sec)
-	u.v.took(id(2), 6, 12*sec)
 	now := int64(1 * sec)
-	u.v.checked = now // the cluster confirmed a denial then
 	t0 := uint64(now)
-	u.mu.Lock()
-	if !u.v.deny(1, t0, now) {
-		t.Fatal("a drained view does not deny")
-	}
-	u.publishDenial(1, t0, now, false)
-	u.mu.Unlock()
+	u := drained(now)
+	publish(t, u, now, false)
 	dn := u.denial.Load()
 	if dn == nil {
 		t.Fatal("no denial published")
@@ -384,12 +399,10 @@ func TestPublishedDenial(t *testing.T) {
 	u.lease = &lease{demand: 1}
 	for _, replace := range []func(){
 		func() { u.lock(); u.mu.Unlock() },
-		func() { u.mu.Lock(); u.publishDenial(1, t0, now, false); u.mu.Unlock() },
+		func() { publish(t, u, now, false) },
 	} {
 		u.lease.demand = 1
-		u.mu.Lock()
-		u.publishDenial(1, t0, now, true)
-		u.mu.Unlock()
+		publish(t, u, now, true)
 		dn := u.denial.Load()
 		if dn == nil || dn.asked == nil {
 			t.Fatalf("leased denial published as %+v, want one that counts demand", dn)
