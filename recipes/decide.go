@@ -24,23 +24,26 @@ func newDecider(c *ledger.Client, name string, o options) decider {
 	return decider{name: name, c: c, options: o, sleep: sleepCtx}
 }
 
-// part is one limiter of a decision and the key it decides for.
+// part is one limiter of a decision, the key it decides for, what it
+// takes and, when not nil, the limits that override the key's plan.
 type part struct {
-	l   *Limiter
-	key string
+	l      *Limiter
+	key    string
+	cost   Cost
+	limits Plan
 }
 
-// decide decides cost for parts as one chain and tells the observer.
-func (d *decider) decide(ctx context.Context, parts []part, cost Cost) (Result, error) {
+// decide decides parts as one chain and tells the observer.
+func (d *decider) decide(ctx context.Context, parts []part) (Result, error) {
 	start := time.Now()
-	res, err := d.chain(ctx, parts, cost)
+	res, err := d.chain(ctx, parts)
 	if d.observer != nil {
 		d.observer.ObserveResult(Event{Limiter: d.name, Result: res, Err: err, Took: time.Since(start)})
 	}
 	return res, err
 }
 
-// chain decides every policy of parts that cost takes units of, as one
+// chain decides every policy of parts that their cost takes units of, as one
 // linked chain (AcquireAll). A round denied only by policies in shadow
 // mode is decided again without them: they never deny, and the enforcing
 // policies decide as if they were not there.
@@ -50,8 +53,8 @@ func (d *decider) decide(ctx context.Context, parts []part, cost Cost) (Result, 
 // policy would take units when the enforcing ones deny. Leaving them out
 // only when they refuse keeps one chain and the all-or-nothing record: the
 // units a decision took are exactly those of the policies it admitted on.
-func (d *decider) chain(ctx context.Context, parts []part, cost Cost) (Result, error) {
-	res, holds, err := prepare(ctx, parts, cost, d.shadow)
+func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
+	res, holds, err := prepare(ctx, parts, d.shadow)
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,11 +97,12 @@ func (d *decider) chain(ctx context.Context, parts []part, cost Cost) (Result, e
 
 // prepare validates the keys of parts and returns the Result to fill in,
 // one PolicyResult per policy, and the hold each policy would take.
-func prepare(ctx context.Context, parts []part, cost Cost, shadow bool) (Result, []ledger.Hold, error) {
+func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.Hold, error) {
 	var res Result
 	var holds []ledger.Hold
 	takes := false
 	for _, pt := range parts {
+		cost := pt.cost
 		key, err := ledger.NormalizeKey(pt.key)
 		inShadow := shadow || pt.l.shadow
 		switch {
@@ -119,6 +123,9 @@ func prepare(ctx context.Context, parts []part, cost Cost, shadow bool) (Result,
 		for i, p := range pt.l.policies {
 			r := pt.l.res[i]
 			limit, amount := planned(override, plan, p.Name), cost.of(p.Unit)
+			if n := pt.limits[p.Name]; n != 0 {
+				limit = n
+			}
 			pr := PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
 				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
@@ -128,7 +135,7 @@ func prepare(ctx context.Context, parts []part, cost Cost, shadow bool) (Result,
 		}
 	}
 	if !takes {
-		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, cost.Requests, cost.Bytes)
+		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, parts[0].cost.Requests, parts[0].cost.Bytes)
 	}
 	return res, holds, nil
 }
@@ -224,15 +231,15 @@ const (
 	maxPause = 250 * time.Millisecond
 )
 
-// wait decides until parts are admitted cost, sleeping until RetryAfter
+// wait decides until parts are admitted, sleeping until RetryAfter
 // between tries.
-func (d *decider) wait(ctx context.Context, parts []part, cost Cost) (Result, error) {
+func (d *decider) wait(ctx context.Context, parts []part) (Result, error) {
 	floor := minPause
 	for {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
-		res, err := d.decide(ctx, parts, cost)
+		res, err := d.decide(ctx, parts)
 		switch {
 		case err != nil || res.Allowed:
 			return res, err
@@ -288,7 +295,11 @@ func (d *decider) peek(ctx context.Context, parts []part) ([]PolicyUsage, error)
 			return nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
 		}
 	}
-	res, holds, err := prepare(ctx, parts, Cost{Requests: 1, Bytes: 1}, false)
+	probe := make([]part, len(parts))
+	for i, pt := range parts {
+		probe[i] = part{l: pt.l, key: pt.key, cost: Cost{Requests: 1, Bytes: 1}, limits: pt.limits}
+	}
+	res, holds, err := prepare(ctx, probe, false)
 	if err != nil {
 		return nil, err
 	}

@@ -49,22 +49,55 @@ func itemOf(p PolicyResult) policyItem {
 	return it
 }
 
+// RateLimitFields returns the values of the RateLimit-Policy and RateLimit
+// fields (draft-ietf-httpapi-ratelimit-headers-10) that report r: an item
+// per enforcing policy, named by its Policy, as StackMiddleware writes
+// them; "" when there is nothing to report (every policy in shadow mode,
+// or the cluster unavailable). Use it to answer from a handler that
+// decides for itself.
+func (r Result) RateLimitFields() (policy, state string) {
+	return rateLimitFields(r.items())
+}
+
+// items are the header items of r's enforcing policies.
+func (r Result) items() []policyItem {
+	var items []policyItem
+	for _, p := range r.Policies {
+		if p.Shadow || r.Reason == ledger.Unavailable {
+			continue
+		}
+		it := itemOf(p)
+		if !r.Allowed && r.RetryAfter >= 0 {
+			// The draft: Retry-After should not be earlier than any t.
+			it.reset = min(it.reset, r.RetryAfter)
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// rateLimitFields joins the items into the two fields' values.
+func rateLimitFields(items []policyItem) (policy, state string) {
+	var ps, ss []string
+	for _, it := range items {
+		ps = append(ps, it.policy())
+		if it.known {
+			ss = append(ss, it.state())
+		}
+	}
+	return strings.Join(ps, ", "), strings.Join(ss, ", ")
+}
+
 // writeRateLimit adds the RateLimit-Policy and RateLimit lines of items to
 // h. It adds (never sets) a line of each, so that several middlewares each
 // add theirs: a list split over several lines is one list (RFC 9651 §3.1).
 func writeRateLimit(h http.Header, items []policyItem) {
-	var policy, state []string
-	for _, it := range items {
-		policy = append(policy, it.policy())
-		if it.known {
-			state = append(state, it.state())
-		}
+	policy, state := rateLimitFields(items)
+	if policy != "" {
+		h.Add("RateLimit-Policy", policy)
 	}
-	if len(policy) > 0 {
-		h.Add("RateLimit-Policy", strings.Join(policy, ", "))
-	}
-	if len(state) > 0 {
-		h.Add("RateLimit", strings.Join(state, ", "))
+	if state != "" {
+		h.Add("RateLimit", state)
 	}
 }
 

@@ -123,19 +123,7 @@ func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost) fun
 				httpError(w, err)
 				return
 			}
-			var items []policyItem
-			for _, p := range res.Policies {
-				if p.Shadow || res.Reason == ledger.Unavailable {
-					continue
-				}
-				it := itemOf(p)
-				if !res.Allowed && res.RetryAfter >= 0 {
-					// The draft: Retry-After should not be earlier than any t.
-					it.reset = min(it.reset, res.RetryAfter)
-				}
-				items = append(items, it)
-			}
-			writeRateLimit(w.Header(), items)
+			writeRateLimit(w.Header(), res.items())
 			switch {
 			case res.Allowed:
 				next.ServeHTTP(w, r)

@@ -174,7 +174,7 @@ var inputErrors = []error{ledger.ErrInvalidKey, ledger.ErrInvalidResource, ledge
 
 // packagePrefixes are the prefixes of the errors of the packages tblimit
 // prints errors from.
-var packagePrefixes = []string{"ledger: ", "embedded: ", "launch: "}
+var packagePrefixes = []string{"ledger: ", "embedded: ", "launch: ", "ratelimit: "}
 
 // dropPackagePrefixes drops the package prefixes at the start of msg and
 // after every ": ", except inside double-quoted strings (a quoted user key

@@ -111,10 +111,16 @@ func defaultDataHelp() string {
 // call the returned function when done: it closes the connection or the
 // data file (releasing its lock).
 func (g *globalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger.Client, func(), error) {
+	// A command makes one decision and reports it: exact, at the cost of a
+	// read (see ledger.WithExactDecisions).
+	return g.open(clock, stderr, ledger.WithExactDecisions())
+}
+
+// open is connect with the ledger.Client's options of the caller's choice.
+func (g *globalOptions) open(clock embedded.Clock, stderr io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error) {
+	opts = append([]ledger.Option{ledger.WithTimeout(g.timeout)}, opts...)
 	if len(g.addresses) > 0 {
-		// A command makes one decision and reports it: exact, at the cost
-		// of a read (see ledger.WithExactDecisions).
-		c, err := ledger.Dial(g.clusterID, g.addresses, ledger.WithTimeout(g.timeout), ledger.WithExactDecisions())
+		c, err := ledger.Dial(g.clusterID, g.addresses, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.addresses, ","), err)
 		}
@@ -130,11 +136,11 @@ func (g *globalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger
 	if err := makeDir(filepath.Dir(path)); err != nil {
 		return nil, nil, fmt.Errorf("--data %s: %w", path, err)
 	}
-	var opts []embedded.Option
+	var eopts []embedded.Option
 	if clock != nil {
-		opts = append(opts, embedded.WithClock(clock))
+		eopts = append(eopts, embedded.WithClock(clock))
 	}
-	f, err := embedded.Open(path, opts...)
+	f, err := embedded.Open(path, eopts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
 		return nil, nil, hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
@@ -144,7 +150,7 @@ func (g *globalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger
 	if r := f.Recovered(); r != nil {
 		fmt.Fprintln(stderr, "tblimit: notice:", r)
 	}
-	return ledger.New(f, ledger.WithExactDecisions()), f.Close, nil
+	return ledger.New(f, opts...), f.Close, nil
 }
 
 // makeDir creates dir and the directories above it that are missing, and

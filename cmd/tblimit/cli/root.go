@@ -100,7 +100,7 @@ errors go to stderr, once.
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{newCmdAcquire(f, nil), newCmdPay(f, nil), newCmdFund(f, nil), newCmdUsage(f, nil),
-		newCmdHistory(f, nil), newCmdAudit(f, nil)} {
+		newCmdHistory(f, nil), newCmdAudit(f, nil), newCmdServe(f, nil)} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}

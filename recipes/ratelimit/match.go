@@ -1,0 +1,176 @@
+package ratelimit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// Entry is one key and value of a request's descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// match is what one request descriptor met in a configuration.
+type match struct {
+	rule   *Rule
+	user   string // the user key: the descriptor's values, encoded (UserKey)
+	metric string // the name its metrics are counted under
+}
+
+// find returns the entry of lv that key and value meet, the most specific
+// first: the key and its value, then a wildcard value (in file order),
+// then the key alone; and whether it matched the value (exactly or by a
+// wildcard).
+func (lv *level) find(key, value string) (e *entry, byValue bool) {
+	if e := lv.exact[key+"_"+value]; e != nil && e.key == key && e.value != "" {
+		return e, true
+	}
+	for _, w := range lv.wildcard {
+		if w.key == key && glob(w.parts, value) {
+			return w, true
+		}
+	}
+	if e := lv.exact[key]; e != nil && e.value == "" {
+		return e, false
+	}
+	return nil, false
+}
+
+// glob reports whether s is parts joined by runs of any characters.
+func glob(parts []string, s string) bool {
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	last := len(parts) - 1
+	for _, p := range parts[1:last] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return strings.HasSuffix(s, parts[last])
+}
+
+// lookup finds the rule that a descriptor of domain meets, as
+// envoyproxy/ratelimit does: level by level, each entry of the descriptor
+// against the level of the same depth, the most specific match first; the
+// rule of the entry matched by the descriptor's last entry applies. A
+// descriptor with more or fewer entries than the rule's levels meets no
+// rule (nil).
+func (c *Config) lookup(domain string, entries []Entry) (match, bool) {
+	lv := c.domains[domain]
+	if lv == nil || len(entries) == 0 {
+		return match{}, false
+	}
+	var m match
+	var shown, detailed strings.Builder
+	shown.WriteString(domain)
+	detailed.WriteString(domain)
+	values := make([]string, len(entries))
+	for i, en := range entries {
+		e, byValue := lv.find(en.Key, en.Value)
+		values[i] = en.Value
+		detailed.WriteString("." + en.Key + "_" + en.Value)
+		if e == nil {
+			break
+		}
+		shownValue := ""
+		switch {
+		case e.share:
+			values[i] = "\x00" + e.value // a shared wildcard: one user for every value it matches
+			shownValue = e.value
+		case byValue && e.parts == nil, e.valueToMetric:
+			shownValue = en.Value
+		case byValue:
+			shownValue = e.value
+		}
+		shown.WriteString("." + en.Key)
+		if shownValue != "" {
+			shown.WriteString("_" + shownValue)
+		}
+		if e.rule != nil && i == len(entries)-1 {
+			m.rule = e.rule
+			m.metric = shown.String()
+			if e.rule.DetailedMetric {
+				m.metric = detailed.String()
+			}
+		}
+		if e.children == nil {
+			break
+		}
+		lv = e.children
+	}
+	if m.rule == nil {
+		return match{}, false
+	}
+	m.user = UserKey(values)
+	return m, true
+}
+
+// UserKey is the user key, on a rule's resource, of a descriptor with
+// values: what `tblimit history` and `tblimit audit` take to show that
+// descriptor's admissions. The values are joined by '|'; in each, '%',
+// '|', control characters, invalid UTF-8 and white space at either end
+// are written %XX (the UTF-8 bytes in hex), as is every byte beyond ASCII
+// of a value not in Unicode normal form C; an empty value is "%_", and a
+// value shared by a wildcard (share_threshold) is "%*" and its pattern. A
+// key longer than ledger.MaxKeyLen bytes is "%#" and the hex SHA-256 of
+// it. So every descriptor, whatever its bytes, is a valid key
+// (ledger.NormalizeKey leaves it alone), and distinct descriptors are
+// distinct users.
+func UserKey(values []string) string {
+	var b strings.Builder
+	for i, v := range values {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		if pattern, ok := strings.CutPrefix(v, "\x00"); ok {
+			b.WriteString("%*")
+			v = pattern
+		}
+		escapeValue(&b, v)
+	}
+	key := b.String()
+	if len(key) > ledger.MaxKeyLen {
+		sum := sha256.Sum256([]byte(key))
+		return "%#" + hex.EncodeToString(sum[:])
+	}
+	return key
+}
+
+// escapeValue writes v to b, escaped as UserKey says.
+func escapeValue(b *strings.Builder, v string) {
+	if v == "" {
+		b.WriteString("%_")
+		return
+	}
+	nfc := norm.NFC.IsNormalString(v)
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		end := i == 0 || i+size == len(v)
+		switch {
+		case r == '%' || r == '|' || r < utf8.RuneSelf && (r < 0x20 || r == 0x7f),
+			r == utf8.RuneError && size == 1,
+			!nfc && r >= utf8.RuneSelf,
+			unicode.IsControl(r),
+			end && unicode.IsSpace(r):
+			for _, c := range []byte(v[i : i+size]) {
+				b.WriteByte('%')
+				b.WriteByte("0123456789ABCDEF"[c>>4])
+				b.WriteByte("0123456789ABCDEF"[c&15])
+			}
+		default:
+			b.WriteString(v[i : i+size])
+		}
+		i += size
+	}
+}

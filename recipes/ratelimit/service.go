@@ -1,0 +1,476 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/recipes"
+)
+
+// MaxDescriptors is the most descriptors one request may carry.
+const MaxDescriptors = 8189
+
+// Service answers Envoy's rate limit requests (ShouldRateLimit) from the
+// rules of its configuration, each kept as a tblimit resource: every rule
+// (domain, levels, unit) is a ledger of its own, and every distinct set of
+// descriptor values a lazy user of it, given the rule's limit on its first
+// decision. The limited descriptors of one request are decided as one
+// linked chain: all of them take their hits, or none does.
+//
+// A Service holds no state of its own besides its configuration: several
+// services on one cluster share every limit. It is safe for concurrent use;
+// Load swaps the configuration while calls go on.
+type Service struct {
+	rls.UnimplementedRateLimitServiceServer
+
+	c       *ledger.Client
+	group   *recipes.Group
+	opts    options
+	state   atomic.Pointer[state]
+	stats   *stats
+	waiting chan struct{}
+
+	overridesMu sync.Mutex
+	overrides   map[string]*rule // rules of Envoy's per-descriptor limits, by spec
+}
+
+// state is a configuration in force and its rules' limiters.
+type state struct {
+	cfg    *Config
+	rules  map[*Rule]*rule
+	loaded time.Time
+}
+
+// rule is a Rule with its resource and limiter.
+type rule struct {
+	*Rule
+	res     ledger.Resource
+	limiter *recipes.Limiter
+	display string // the name in RateLimit fields: Name, else Key
+}
+
+// Option configures a Service.
+type Option func(*options)
+
+type options struct {
+	failOpen        bool
+	responseHeaders bool
+	maxWaiting      int
+}
+
+// FailOpen answers OK while the cluster does not answer; without it the
+// call fails with gRPC status UNAVAILABLE, so that Envoy's
+// failure_mode_deny decides.
+func FailOpen() Option { return func(o *options) { o.failOpen = true } }
+
+// ResponseHeaders adds the RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-10) of every limited descriptor
+// to each response's response_headers_to_add.
+func ResponseHeaders() Option { return func(o *options) { o.responseHeaders = true } }
+
+// MaxWaiting bounds the calls deciding at once (default 4096): one more
+// fails at once with RESOURCE_EXHAUSTED instead of queueing behind a
+// cluster that does not keep up.
+func MaxWaiting(n int) Option { return func(o *options) { o.maxWaiting = n } }
+
+// New returns a service deciding on c, with no configuration until Load.
+func New(c *ledger.Client, opts ...Option) (*Service, error) {
+	o := options{maxWaiting: 4096}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxWaiting <= 0 {
+		return nil, fmt.Errorf("%w: MaxWaiting(%d): must be positive", ledger.ErrInvalidAmount, o.maxWaiting)
+	}
+	var gopts []recipes.Option
+	if o.failOpen {
+		gopts = append(gopts, recipes.FailOpen())
+	}
+	g, err := recipes.NewGroup(c, "ratelimit", gopts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{c: c, group: g, opts: o, stats: newStats(), waiting: make(chan struct{}, o.maxWaiting), overrides: map[string]*rule{}}
+	s.state.Store(&state{cfg: &Config{domains: map[string]*level{}}, rules: map[*Rule]*rule{}})
+	return s, nil
+}
+
+// Load puts cfg in force: it creates the resource of every rule that has
+// a limit (idempotent; a rule's ledger is the same in every service given
+// the same rule), then swaps it in for the calls that follow. On error the
+// configuration in force stays. A reload that changes a rule's
+// requests_per_unit keeps its ledger: each user gets the new limit on its
+// next decision, units in flight kept (see recipes.Plans). One that
+// changes its unit, levels or values is another rule, on another ledger.
+func (s *Service) Load(ctx context.Context, cfg *Config) error {
+	st := &state{cfg: cfg, rules: map[*Rule]*rule{}, loaded: time.Now()}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(64)
+	for _, r := range cfg.rules {
+		if r.Unlimited {
+			continue
+		}
+		g.Go(func() error {
+			rl, err := s.newRule(ctx, r)
+			if err != nil {
+				return fmt.Errorf("ratelimit: %s:%d: rule %s: %w", r.File, r.Line, r.Key, err)
+			}
+			mu.Lock()
+			st.rules[r] = rl
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		s.stats.loads.WithLabelValues("error").Inc()
+		return err
+	}
+	s.state.Store(st)
+	s.stats.loads.WithLabelValues("success").Inc()
+	return nil
+}
+
+// Config returns the configuration in force and when it was loaded.
+func (s *Service) Config() (*Config, time.Time) {
+	st := s.state.Load()
+	return st.cfg, st.loaded
+}
+
+// Resource returns the resource that keeps rule r's limit in the
+// configuration in force (false for an unlimited rule, or one not in it).
+func (s *Service) Resource(r *Rule) (ledger.Resource, bool) {
+	rl, ok := s.state.Load().rules[r]
+	if !ok {
+		return ledger.Resource{}, false
+	}
+	return rl.res, true
+}
+
+// probes is how many ledgers a rule tries, from the one its spec names,
+// before it gives up on finding one that is free or its own.
+const probes = 16
+
+// newRule creates r's resource (on the first ledger from its spec's that
+// is free or holds r already) and its limiter.
+func (s *Service) newRule(ctx context.Context, r *Rule) (*rule, error) {
+	res := resourceOf(r.spec, r.Unit)
+	var err error
+	for range probes {
+		if err = s.c.CreateResource(ctx, res); !errors.Is(err, ledger.ErrResourceMismatch) {
+			break
+		}
+		res.Ledger = nextLedger(res.Ledger)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var opts []recipes.Option
+	if r.ShadowMode {
+		opts = append(opts, recipes.Shadow())
+	}
+	l, err := recipes.NewLimiter(s.c, r.Key, []recipes.Policy{{Name: res.Name, Ledger: res.Ledger,
+		Limit: recipes.Per(0, res.Window), Lazy: true}}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	display := r.Name
+	if display == "" {
+		display = r.Key
+	}
+	return &rule{Rule: r, res: res, limiter: l, display: display}, nil
+}
+
+// resourceOf is the resource of a rule spec: its name and ledger derive
+// from the spec's SHA-256 (ledgers from 2^31 up, clear of those people
+// number by hand), its default limit is 0 (every decision gives the user
+// the rule's limit, so that a reload changes no definition).
+func resourceOf(spec string, u Unit) ledger.Resource {
+	sum := sha256.Sum256([]byte(spec))
+	name := "rl" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:7]))[:10]
+	return ledger.Resource{Name: name, Ledger: 1<<31 | binary.BigEndian.Uint32(sum[8:12])&^(1<<31),
+		Kind: ledger.Requests, Window: u.Window(), Lazy: true}
+}
+
+// nextLedger is the ledger probed after l, within the service's range.
+func nextLedger(l uint32) uint32 {
+	if l == math.MaxUint32 {
+		return 1 << 31
+	}
+	return l + 1
+}
+
+// override is the rule of a descriptor that carries its own limit (Envoy's
+// per-descriptor limit override): a rule of its domain and keys, created
+// on first use.
+func (s *Service) override(ctx context.Context, domain string, entries []Entry, lim *rlcommon.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
+	u := Unit(lim.GetUnit())
+	if u.Window() == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", lim.GetUnit())
+	}
+	spec := domain + "\x00override"
+	key := domain
+	for _, e := range entries {
+		spec += "\x00" + e.Key
+		key += "." + e.Key
+	}
+	spec += "\x00" + u.String()
+	s.overridesMu.Lock()
+	rl := s.overrides[spec]
+	s.overridesMu.Unlock()
+	if rl != nil {
+		return rl, nil
+	}
+	rl, err := s.newRule(ctx, &Rule{Domain: domain, Key: key, Unit: u, spec: spec, File: "(limit override)"})
+	if err != nil {
+		return nil, err
+	}
+	s.overridesMu.Lock()
+	defer s.overridesMu.Unlock()
+	if prev := s.overrides[spec]; prev != nil {
+		return prev, nil
+	}
+	s.overrides[spec] = rl
+	return rl, nil
+}
+
+// item is one descriptor of a request on its way to a decision.
+type item struct {
+	rule   *rule
+	limit  uint32 // the rule's, or the descriptor's override
+	user   string
+	metric string
+	hits   uint64
+	part   int // its index in the chain, or -1
+}
+
+// ShouldRateLimit decides req: every descriptor that meets a rule with a
+// limit takes its hits (hits_addend, 0 meaning 1) from it, as one chain,
+// all or none. See the package documentation for the answer's fields.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		return nil, status.Errorf(codes.ResourceExhausted, "%d calls already deciding", cap(s.waiting))
+	}
+	switch {
+	case req.GetDomain() == "":
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(req.GetDescriptors()) == 0:
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
+	}
+	items, err := s.match(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := &rls.RateLimitResponse{OverallCode: rls.RateLimitResponse_OK, Statuses: make([]*rls.RateLimitResponse_DescriptorStatus, len(items))}
+	for i, it := range items {
+		resp.Statuses[i] = &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
+		if it.rule != nil && it.rule.Unlimited {
+			resp.Statuses[i].LimitRemaining = math.MaxUint32
+		}
+	}
+	if zeroDenied(items, resp, s.stats) {
+		return resp, nil
+	}
+	parts := make([]recipes.Part, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		it.part = len(parts)
+		parts = append(parts, recipes.Part{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
+			Limits: recipes.Plan{it.rule.res.Name: uint64(it.limit)}})
+	}
+	if len(parts) == 0 {
+		return resp, nil
+	}
+	res, err := s.group.Allow(ctx, parts)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	s.answer(items, res, resp)
+	return resp, nil
+}
+
+// match finds the rule of each descriptor of req, drops those other rules
+// of the request replace, and marks the descriptors to decide (part 0)
+// and those a rule limits to 0 (part -2).
+func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item, error) {
+	st := s.state.Load()
+	items := make([]item, len(req.GetDescriptors()))
+	replaced := map[string]bool{}
+	for i, d := range req.GetDescriptors() {
+		it := &items[i]
+		it.part = -1
+		entries := make([]Entry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			entries[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		it.hits = uint64(req.GetHitsAddend())
+		if h := d.GetHitsAddend(); h != nil {
+			it.hits = h.GetValue()
+		}
+		it.hits = max(it.hits, 1)
+		if lim := d.GetLimit(); lim != nil && len(entries) > 0 {
+			rl, err := s.override(ctx, req.GetDomain(), entries, lim)
+			if err != nil {
+				return nil, grpcError(err)
+			}
+			values := make([]string, len(entries))
+			for j, e := range entries {
+				values[j] = e.Value
+			}
+			it.rule, it.limit, it.user, it.metric = rl, lim.GetRequestsPerUnit(), UserKey(values), rl.Key
+			continue
+		}
+		m, ok := st.cfg.lookup(req.GetDomain(), entries)
+		if !ok {
+			continue
+		}
+		it.user, it.metric = m.user, m.metric
+		if m.rule.Unlimited {
+			it.rule = &rule{Rule: m.rule}
+			continue
+		}
+		it.rule, it.limit = st.rules[m.rule], m.rule.RequestsPerUnit
+		for _, name := range m.rule.Replaces {
+			replaced[name] = true
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.rule == nil || it.rule.Unlimited:
+		case it.rule.Name != "" && replaced[it.rule.Name]:
+			it.rule = nil
+		case it.limit == 0:
+			it.part = -2
+		default:
+			it.part = 0
+		}
+	}
+	return items, nil
+}
+
+// zeroDenied answers a request that a rule with a limit of 0 denies (one
+// not in shadow mode): nothing is asked of the cluster, since nothing can
+// be taken; the other descriptors report their limit only. A rule in
+// shadow mode limited to 0 is counted, and left out.
+func zeroDenied(items []item, resp *rls.RateLimitResponse, st *stats) bool {
+	denied := false
+	for i := range items {
+		it := &items[i]
+		if it.part != -2 {
+			continue
+		}
+		if it.rule.ShadowMode {
+			st.count(it, outcomeShadow)
+			it.part = -1
+			continue
+		}
+		st.count(it, outcomeOver)
+		denied = true
+		resp.Statuses[i].Code = rls.RateLimitResponse_OVER_LIMIT
+		resp.Statuses[i].CurrentLimit = currentLimit(it)
+	}
+	if !denied {
+		return false
+	}
+	resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
+	for i := range items {
+		if items[i].part >= 0 {
+			resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
+		}
+	}
+	return true
+}
+
+// answer fills resp from the chain's result.
+func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitResponse) {
+	if res.Reason == ledger.Unavailable {
+		return // failing open: OK, and nothing is known
+	}
+	if !res.Allowed {
+		resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		p := res.Policies[it.part]
+		d := p.Decision
+		ds := resp.Statuses[i]
+		ds.CurrentLimit = currentLimit(it)
+		ds.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
+		reset := d.ResetAfter
+		refused := d.Reason == ledger.LimitExceeded
+		if refused && d.RetryAfter >= 0 {
+			reset = d.RetryAfter
+		}
+		ds.DurationUntilReset = durationpb.New(reset)
+		switch {
+		case refused && p.Shadow:
+			s.stats.count(it, outcomeShadow)
+		case refused:
+			ds.Code = rls.RateLimitResponse_OVER_LIMIT
+			s.stats.count(it, outcomeOver)
+		case d.Allowed && float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
+			s.stats.count(it, outcomeNear)
+		default:
+			s.stats.count(it, outcomeWithin)
+		}
+		res.Policies[it.part].Policy = it.rule.display
+	}
+	if s.opts.responseHeaders {
+		resp.ResponseHeadersToAdd = headers(res)
+	}
+}
+
+// currentLimit is the limit an item's status reports.
+func currentLimit(it *item) *rls.RateLimitResponse_RateLimit {
+	return &rls.RateLimitResponse_RateLimit{Name: it.rule.Name, RequestsPerUnit: it.limit,
+		Unit: rls.RateLimitResponse_RateLimit_Unit(it.rule.Unit)}
+}
+
+// grpcError is the gRPC status of a decision's error: the caller's
+// mistakes are INVALID_ARGUMENT, an unanswered cluster UNAVAILABLE (or
+// DEADLINE_EXCEEDED when the caller's deadline passed).
+func grpcError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, ledger.ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ledger.ErrTooMany), errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidAmount):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,96 @@
+package ratelimit
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tblimit/tblimit/recipes"
+)
+
+// nearLimitRatio: an admitted hit that leaves less than this share of the
+// limit is counted near the limit, as envoyproxy/ratelimit counts it.
+const nearLimitRatio = 0.2
+
+type outcome uint8
+
+const (
+	outcomeWithin outcome = iota
+	outcomeNear
+	outcomeOver
+	outcomeShadow
+)
+
+// stats are a service's counters, by domain and descriptor (the rule's
+// key, or with detailed_metric and value_to_metric the request's values),
+// as envoyproxy/ratelimit keeps them; counted in hits.
+type stats struct {
+	total, within, near, over, shadow *prometheus.CounterVec
+	loads                             *prometheus.CounterVec
+}
+
+func newStats() *stats {
+	vec := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_" + name, Help: help}, []string{"domain", "descriptor"})
+	}
+	return &stats{
+		total:  vec("total_hits_total", "Hits asked of a rule (each descriptor's hits_addend, 0 meaning 1)."),
+		within: vec("within_limit_total", "Hits admitted with more than a fifth of the limit left."),
+		near:   vec("near_limit_total", "Hits admitted that left less than a fifth of the limit."),
+		over:   vec("over_limit_total", "Hits refused: the rule had fewer left than asked."),
+		shadow: vec("shadow_mode_total", "Hits a rule in shadow_mode would have refused, answered OK."),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_config_loads_total",
+			Help: "Configuration loads, by result (success, error): a refused one leaves the last good configuration in force."}, []string{"result"}),
+	}
+}
+
+func (s *stats) count(it *item, o outcome) {
+	labels := []string{it.rule.Domain, it.metric}
+	hits := float64(it.hits)
+	s.total.WithLabelValues(labels...).Add(hits)
+	switch o {
+	case outcomeWithin:
+		s.within.WithLabelValues(labels...).Add(hits)
+	case outcomeNear:
+		s.near.WithLabelValues(labels...).Add(hits)
+	case outcomeOver:
+		s.over.WithLabelValues(labels...).Add(hits)
+	case outcomeShadow:
+		s.shadow.WithLabelValues(labels...).Add(hits)
+	}
+}
+
+func (s *stats) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.total, s.within, s.near, s.over, s.shadow, s.loads}
+}
+
+// Describe implements prometheus.Collector: the service's counters per
+// domain and descriptor (tblimit_ratelimit_*).
+func (s *Service) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range s.stats.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (s *Service) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range s.stats.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// CountLoadError counts a configuration that was refused before it reached
+// Load (it did not parse), as Load counts those it refuses.
+func (s *Service) CountLoadError() { s.stats.loads.WithLabelValues("error").Inc() }
+
+// headers are the RateLimit-Policy and RateLimit fields of res.
+func headers(res recipes.Result) []*corev3.HeaderValue {
+	policy, state := res.RateLimitFields()
+	var hs []*corev3.HeaderValue
+	if policy != "" {
+		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit-Policy", Value: policy})
+	}
+	if state != "" {
+		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit", Value: state})
+	}
+	return hs
+}
