@@ -306,12 +306,27 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	if len(parts) == 0 {
 		return resp, nil
 	}
-	res, err := s.group.Allow(ctx, parts)
+	dctx, cancel := answerBefore(ctx)
+	defer cancel()
+	res, err := s.group.Allow(dctx, parts)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	s.answer(items, res, resp)
 	return resp, nil
+}
+
+// answerBefore bounds a decision so that it ends before the caller's
+// deadline, by a fifth of the time left (at most 100 ms): a cluster that
+// does not answer is then reported (UNAVAILABLE, or OK when failing open)
+// while the caller still listens, as Envoy's failure_mode_deny expects.
+func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	left := time.Until(dl)
+	return context.WithDeadline(ctx, dl.Add(-min(left/5, 100*time.Millisecond)))
 }
 
 // match finds the rule of each descriptor of req, drops those other rules
@@ -463,12 +478,12 @@ func grpcError(err error) error {
 		return err
 	}
 	switch {
+	case errors.Is(err, ledger.ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, ledger.ErrUnavailable):
-		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, ledger.ErrTooMany), errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidAmount):
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
