@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	}
 	// The tests say what they connect to; a developer's settings must not
 	// send them to a cluster.
-	for _, name := range envFlags {
+	for _, name := range append(envFlags, rlsServeEnvFlags...) {
 		os.Unsetenv(envName(name))
 	}
 	os.Exit(m.Run())
