@@ -28,7 +28,9 @@ func TestServeFlags(t *testing.T) {
 				o.Config, o.Unavailable, o.ResponseHeaders, o.GRPCAddr, o.HTTPAddr = "d", "open", true, ":0", ""
 			})},
 		{args: []string{"--config", "d", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"},
-			want: with(func(o *rlsServeOptions) { o.Config, o.TLSCert, o.TLSKey, o.TLSClientCA = "d", "c.pem", "k.pem", "ca.pem" })},
+			want: with(func(o *rlsServeOptions) {
+				o.Config, o.TLSCert, o.TLSKey, o.TLSClientCA = "d", "c.pem", "k.pem", "ca.pem"
+			})},
 		{args: []string{}, err: "--config is required"},
 		{args: []string{"--config", "d", "--unavailable", "maybe"}, err: `--unavailable "maybe": want open or closed`},
 		{args: []string{"--config", "d", "--tls-cert", "c.pem"}, err: "--tls-cert and --tls-key go together"},
