@@ -663,3 +663,63 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestTwoServicesShareLimits(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const yaml = `
+domain: DOMAIN
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 25}
+`
+		// Two services, each with a ledger.Client of its own (its own view of
+		// every user), on one cluster, as two processes would be.
+		one := start(t, b, nil, yaml)
+		two := start(t, b, ledger.New(b.Client, ledger.WithClock(b.Now)), yaml)
+		two.domain = one.domain
+		if err := two.svc.Load(context.Background(), config(t, one.domain, yaml)); err != nil {
+			t.Fatal(err)
+		}
+		r1, _ := one.svc.Resource(mustRule(t, one.svc))
+		r2, _ := two.svc.Resource(mustRule(t, two.svc))
+		if r1 != r2 {
+			t.Fatalf("one rule, two resources: %v and %v", r1, r2)
+		}
+		var mu sync.Mutex
+		admitted := map[string]int{}
+		var wg sync.WaitGroup
+		for c := range 32 {
+			e := []*env{one, two}[c%2]
+			wg.Go(func() {
+				for i := range 20 {
+					u := fmt.Sprint("u", (c+i)%4)
+					r, err := e.call(&rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", u)}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.GetOverallCode() == rls.RateLimitResponse_OK {
+						mu.Lock()
+						admitted[u]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for u := range 4 {
+			if got := admitted[fmt.Sprint("u", u)]; got != 25 {
+				t.Errorf("user u%d: %d admitted by two services, want 25 (160 asked)", u, got)
+			}
+		}
+	})
+}
+
+func mustRule(t *testing.T, svc *ratelimit.Service) *ratelimit.Rule {
+	t.Helper()
+	cfg, _ := svc.Config()
+	if len(cfg.Rules()) == 0 {
+		t.Fatal("no rule")
+	}
+	return cfg.Rules()[0]
+}
