@@ -32,7 +32,8 @@ type Request struct {
 	// Leave it zero and the Client names the request itself: the Decision's
 	// ID (or AttemptID of the error) is that name. KeyID derives an ID from
 	// a business key, such as an order number. An ID names one request: used
-	// again with another user or amount it is ErrIDReused. A first call
+	// again with another user or amount (or, for a Payment, payee) it is
+	// ErrIDReused. A first call
 	// under an ID costs what any decision costs; a call after a denial under
 	// the same ID costs one more transfer, stored with it.
 	ID ID

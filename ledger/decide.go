@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -241,9 +242,11 @@ func (o *op) again() {
 		return res != nil && (res[i].Status == tb.TransferCreated || res[i].Status == tb.TransferLinkedEventFailed)
 	}
 	if !o.key.IsZero() && !o.marked && !kept(0) {
-		marker := keyMarker(o.key, o.chain[0])
+		marker := keyMarker(o.key, o.chain)
 		for i := range o.chain {
-			o.chain[i].ID = NewID().tb()
+			if !kept(i) {
+				o.chain[i].ID = NewID().tb()
+			}
 			o.chain[i].UserData128 = o.key.tb()
 		}
 		o.chain = slices.Insert(o.chain, 0, marker)
@@ -270,20 +273,32 @@ func (o *op) again() {
 	}
 }
 
-// keyMarker is the marker of a request with ID key whose first transfer is
-// first: nothing moves between first's accounts, on its ledger; the amount
-// is kept in user_data_64, so that the ID used again for a different
-// request is refused.
-func keyMarker(key ID, first tb.Transfer) tb.Transfer {
+// keyMarker is the marker of a request with ID key whose transfers are
+// chain: nothing moves between the first's accounts, on its ledger; the
+// first's amount is kept in user_data_64, and what the request is in
+// user_data_128, so that the ID used again for a different request is
+// refused.
+func keyMarker(key ID, chain []tb.Transfer) tb.Transfer {
+	first := chain[0]
 	amount, _ := u64(first.Amount)
 	a, b := markerAccounts(first.Ledger)
 	// What the request is: an ID used again for another (other accounts,
-	// another amount) finds the marker with other user data.
-	var what [48]byte
+	// another amount, another payee) finds the marker with other user
+	// data. A single hold is named by its accounts, as markers always
+	// were; a chain also by the accounts, amount and ledger of every
+	// later transfer (a payment's payee).
+	what := make([]byte, 48, 48+52*(len(chain)-1))
 	copy(what[:16], key[:])
 	debit, credit := first.DebitAccountID.Bytes(), first.CreditAccountID.Bytes()
 	copy(what[16:32], debit[:])
 	copy(what[32:], credit[:])
+	for _, t := range chain[1:] {
+		debit, credit, amount := t.DebitAccountID.Bytes(), t.CreditAccountID.Bytes(), t.Amount.Bytes()
+		what = append(what, debit[:]...)
+		what = append(what, credit[:]...)
+		what = append(what, amount[:]...)
+		what = binary.LittleEndian.AppendUint32(what, t.Ledger)
+	}
 	return tb.Transfer{
 		ID:              derive(roleKeyMarker, 0, string(key[:])).tb(),
 		DebitAccountID:  a.tb(),

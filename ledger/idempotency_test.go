@@ -120,6 +120,66 @@ func TestPaymentIDs(t *testing.T) {
 	})
 }
 
+// An ID names one payment, payee included: used again for the same user
+// and amount to another payee it is ErrIDReused, and nothing moves,
+// whether the ID was admitted at its first attempt or after a denial.
+func TestPaymentIDNamesThePayee(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "cust", Limit: 1000}, ledger.UserLimit{Key: "shopA"}, ledger.UserLimit{Key: "shopB"}); err != nil {
+			t.Fatal(err)
+		}
+		fund := func(n uint64) {
+			t.Helper()
+			if err := c.Fund(ctx, r.Currency, ledger.Request{User: "cust", Amount: n}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		holds := func(user string, want uint64) {
+			t.Helper()
+			if f, err := c.Funds(ctx, r.Currency, user); err != nil || f != want {
+				t.Errorf("%s holds %d, %v; want %d", user, f, err, want)
+			}
+		}
+		fund(500)
+		// The IDs are the test's own: a real server outlives one test.
+		first := ledger.KeyID(t.Name() + "/order-1")
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 500, ID: first}); err != nil || !d.Allowed {
+			t.Fatalf("PayID(order-1, shopA) = %+v, %v; want paid", d, err)
+		}
+		fund(500)
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopB", Amount: 500, ID: first}); !errors.Is(err, ledger.ErrIDReused) || d.Allowed {
+			t.Errorf("PayID(order-1, shopB) = %+v, %v; want ErrIDReused", d, err)
+		}
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 500, ID: first}); err != nil || !d.Allowed {
+			t.Errorf("PayID(order-1, shopA) again = %+v, %v; want paid (the same payment)", d, err)
+		}
+		holds("shopA", 500)
+		holds("shopB", 0)
+		holds("cust", 500)
+
+		// Denied first (over the limit), then paid: the later attempt's
+		// marker names the payee.
+		second := ledger.KeyID(t.Name() + "/order-2")
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 600, ID: second}); err != nil || d.Allowed {
+			t.Fatalf("PayID(order-2, 600) with 500 of the limit used = %+v, %v; want denied", d, err)
+		}
+		if err := c.SetLimit(ctx, r, "cust", 2000); err != nil {
+			t.Fatal(err)
+		}
+		fund(500)
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 600, ID: second}); err != nil || !d.Allowed {
+			t.Fatalf("PayID(order-2) once the limit is raised = %+v, %v; want paid", d, err)
+		}
+		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopB", Amount: 600, ID: second}); !errors.Is(err, ledger.ErrIDReused) || d.Allowed {
+			t.Errorf("PayID(order-2, shopB) = %+v, %v; want ErrIDReused", d, err)
+		}
+		holds("shopA", 1100)
+		holds("shopB", 0)
+		holds("cust", 400)
+	})
+}
+
 // A reservation made under an ID is one reservation, found again by its ID
 // even when an earlier attempt was denied.
 func TestReservationIDs(t *testing.T) {

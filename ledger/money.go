@@ -70,6 +70,12 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err == nil && !d.Allowed && o.paymentDenied() {
 		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
 	}
+	if err == nil && d.Allowed && o.earlier {
+		err = c.samePayment(ctx, r, p)
+		if err != nil {
+			d = Decision{}
+		}
+	}
 	c.observe(start, []Hold{limit}, []Decision{d}, err)
 	return d, err
 }
@@ -86,8 +92,12 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 	}
 	o := &op{exact: c.exact, key: p.ID, payment: true}
 	o.hold(reserve, u)
+	id := NewID()
+	if !p.ID.IsZero() {
+		id = paymentID(p.ID)
+	}
 	o.add(tb.Transfer{
-		ID:              NewID().tb(),
+		ID:              id.tb(),
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
 		Amount:          tb.ToUint128(p.Amount),
@@ -111,6 +121,31 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 		return nil
 	}
 	return o
+}
+
+// paymentID is the ID of the transfer that pays a payment named id, so
+// that an admission found again under id can be checked against it.
+func paymentID(id ID) ID { return derive(rolePayment, 0, string(id[:])) }
+
+// samePayment checks, for a payment whose ID was admitted by an earlier
+// attempt, that the earlier one was this payment: TigerBeetle found the
+// reservation (the same user and amount), but the payee is the transfer
+// after it, which a chain that failed at its first event never reached.
+// A payment admitted by a later attempt under the ID (after a denial)
+// may have paid under another transfer ID; its marker named the payee.
+func (c *Client) samePayment(ctx context.Context, r Resource, p Payment) error {
+	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{paymentID(p.ID).tb()})
+	if err != nil || len(ts) == 0 {
+		return err
+	}
+	t := ts[0]
+	paid, _ := u64(t.Amount)
+	if t.CreditAccountID != CurrencyUserID(r.Currency, p.To).tb() || t.DebitAccountID != CurrencyUserID(r.Currency, p.From).tb() ||
+		t.Amount != tb.ToUint128(p.Amount) || t.Ledger != r.Currency {
+		return fmt.Errorf("%w: %s named a payment of %d on currency ledger %d to another payee or amount (it was made, once)",
+			ErrIDReused, p.ID, paid, t.Ledger)
+	}
+	return nil
 }
 
 // paymentDenied reports whether o's payment itself failed for want of

@@ -44,12 +44,13 @@ type op struct {
 	deadline time.Time // the caller's, if any
 
 	// The answer.
-	res    []tb.CreateTransferResult // one per transfer of chain
-	ds     []Decision                // one per deciding hold, when every event was admitted, denied or linked
-	shared tb.Uint128                // the merged transfer that took an op's units (coalescing), if any
-	retry  bool                      // a merged transfer was refused: send the op again alone
-	local  bool                      // decided without being sent
-	err    error                     // the batch's request failed
+	res     []tb.CreateTransferResult // one per transfer of chain
+	ds      []Decision                // one per deciding hold, when every event was admitted, denied or linked
+	shared  tb.Uint128                // the merged transfer that took an op's units (coalescing), if any
+	retry   bool                      // a merged transfer was refused: send the op again alone
+	earlier bool                      // admitted by an earlier attempt under key (TigerBeetle answered exists)
+	local   bool                      // decided without being sent
+	err     error                     // the batch's request failed
 }
 
 // opEvent is a transfer of an op's chain that holds or ends units of a
@@ -187,6 +188,7 @@ func (c *Client) nows() (int64, uint64) {
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
 	failed, decided, earlier := chainOutcome(o.decision())
+	o.earlier = earlier
 	if decided {
 		o.ds = o.ds1[:0]
 		if len(o.events) > 1 {
