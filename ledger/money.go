@@ -253,7 +253,7 @@ func (c *Client) checkSupply(ctx context.Context, currency uint32, amount uint64
 	supply, fits := u64(a.DebitsPosted)
 	if !fits || supply > MaxSupply-amount {
 		return fmt.Errorf("%w: %d more would make more than %d of currency ledger %d exist (%s do)",
-			ErrInvalidAmount, amount, uint64(MaxSupply), currency, a.DebitsPosted)
+			ErrInvalidAmount, amount, uint64(MaxSupply), currency, u128.Decimal(a.DebitsPosted))
 	}
 	return nil
 }
@@ -276,7 +276,7 @@ func (c *Client) Funds(ctx context.Context, currency uint32, key string) (uint64
 	funds, fits := u64(held)
 	if borrow || borrow2 || !fits {
 		return 0, fmt.Errorf("ledger: %q on currency ledger %d holds more than 64 bits count (credits %s, debits %s posted, %s pending)",
-			key, currency, a.CreditsPosted, a.DebitsPosted, a.DebitsPending)
+			key, currency, u128.Decimal(a.CreditsPosted), u128.Decimal(a.DebitsPosted), u128.Decimal(a.DebitsPending))
 	}
 	return funds, nil
 }

@@ -11,7 +11,9 @@ package u128
 import (
 	"encoding/binary"
 	"math"
+	"math/big"
 	"math/bits"
+	"strconv"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -94,3 +96,14 @@ func Sub(a, b tb.Uint128) (tb.Uint128, bool) {
 
 // Cmp returns -1, 0 or +1 as a is less than, equal to or greater than b.
 func Cmp(a, b tb.Uint128) int { return From(a).Cmp(From(b)) }
+
+// Decimal writes v in decimal (tb.Uint128's String is hexadecimal).
+func Decimal(v tb.Uint128) string {
+	a := From(v)
+	if a.Hi == 0 {
+		return strconv.FormatUint(a.Lo, 10)
+	}
+	n := new(big.Int).SetUint64(a.Hi)
+	n.Lsh(n, 64)
+	return n.Or(n, new(big.Int).SetUint64(a.Lo)).String()
+}

@@ -1,6 +1,7 @@
 package u128
 
 import (
+	"math"
 	"math/big"
 	"testing"
 
@@ -117,4 +118,21 @@ func FuzzArithmetic(f *testing.F) {
 			t.Fatalf("%+v does not round-trip through tb.Uint128", a)
 		}
 	})
+}
+
+func TestDecimal(t *testing.T) {
+	for _, c := range []struct {
+		v    tb.Uint128
+		want string
+	}{
+		{FromParts(0, 0), "0"},
+		{FromParts(5011, 0), "5011"},
+		{FromParts(math.MaxUint64, 0), "18446744073709551615"},
+		{FromParts(0, 1), "18446744073709551616"},
+		{FromParts(math.MaxUint64, math.MaxUint64), "340282366920938463463374607431768211455"},
+	} {
+		if got := Decimal(c.v); got != c.want {
+			t.Errorf("Decimal(%s) = %s, want %s", c.v, got, c.want)
+		}
+	}
 }
