@@ -468,6 +468,25 @@ func TestLimiterValidation(t *testing.T) {
 			t.Errorf("NewLimiter(%s): no error", tc.name)
 		}
 	}
+	// An override naming a policy the limiter lacks: refused once the plans
+	// know the limiter, and refused by NewLimiter when made before.
+	plans := recipes.NewPlans(nil, nil)
+	if err := plans.Override("k", recipes.Plan{"nope": 3}); err != nil {
+		t.Fatalf("Override before any limiter = %v, want nil (its policies are not known yet)", err)
+	}
+	if _, err := recipes.NewLimiter(c, "x", []recipes.Policy{ok}, recipes.WithPlans(plans)); !errors.Is(err, ledger.ErrInvalidResource) {
+		t.Errorf("NewLimiter with an override of policy nope: error %v, want ErrInvalidResource", err)
+	}
+	plans.RemoveOverride("k")
+	if _, err := recipes.NewLimiter(c, "x", []recipes.Policy{ok}, recipes.WithPlans(plans)); err != nil {
+		t.Fatal(err)
+	}
+	if err := plans.Override("k", recipes.Plan{"nope": 3}); !errors.Is(err, ledger.ErrInvalidResource) {
+		t.Errorf("Override(k, {nope: 3}) = %v, want ErrInvalidResource", err)
+	}
+	if err := plans.Override("k", recipes.Plan{"a": 3}); err != nil {
+		t.Errorf("Override(k, {a: 3}) = %v", err)
+	}
 	a, _ := recipes.NewLimiter(c, "a", []recipes.Policy{ok})
 	other, _ := recipes.NewLimiter(ledger.New(nil), "b", []recipes.Policy{{Name: "b", Ledger: 2, Limit: recipes.PerSecond(1)}})
 	key := func(s string) string { return s }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 
 	"github.com/tblimit/tblimit/ledger"
@@ -36,6 +37,7 @@ type Plans struct {
 
 	mu        sync.RWMutex
 	overrides map[string]Plan // by normal key
+	policies  map[string]bool // of the limiters given these plans; nil before any
 }
 
 // NewPlans returns the plans tiers, where tier names each key's plan: it
@@ -51,15 +53,33 @@ func NewPlans(tier func(ctx context.Context, key string) string, tiers map[strin
 }
 
 // Override gives key limits of its own, policy by policy, over those of
-// its plan: the next decision of key applies them.
+// its plan: the next decision of key applies them. Once the plans are given
+// to a Limiter (WithPlans), a policy it lacks is refused, as in a plan.
 func (p *Plans) Override(key string, limits Plan) error {
 	key, err := ledger.NormalizeKey(key)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.unknownPolicy(limits, "override of "+strconv.Quote(key)); err != nil {
+		return err
+	}
 	p.overrides[key] = maps.Clone(limits)
-	p.mu.Unlock()
+	return nil
+}
+
+// unknownPolicy reports a policy that plan names and no limiter given
+// these plans has; what names the plan in the error. p.mu is held.
+func (p *Plans) unknownPolicy(plan Plan, what string) error {
+	if p.policies == nil {
+		return nil
+	}
+	for name := range plan {
+		if !p.policies[name] {
+			return fmt.Errorf("%w: %s names policy %q, which the limiter lacks", ledger.ErrInvalidResource, what, name)
+		}
+	}
 	return nil
 }
 
@@ -96,7 +116,8 @@ func planned(override, plan Plan, policy string) uint64 {
 	return plan[policy]
 }
 
-// check reports a plan that names a policy the limiter lacks.
+// check reports a plan, or an override, that names a policy the limiter
+// lacks; it then knows the limiter's policies, for later overrides.
 func (p *Plans) check(limiter string, policies []Policy) error {
 	names := map[string]bool{}
 	for _, pol := range policies {
@@ -107,6 +128,16 @@ func (p *Plans) check(limiter string, policies []Policy) error {
 			if !names[name] {
 				return fmt.Errorf("%w: plan %q names policy %q, which limiter %q lacks", ledger.ErrInvalidResource, tier, name, limiter)
 			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	known := p.policies
+	p.policies = names
+	for key, plan := range p.overrides {
+		if err := p.unknownPolicy(plan, "override of "+strconv.Quote(key)); err != nil {
+			p.policies = known
+			return err
 		}
 	}
 	return nil
