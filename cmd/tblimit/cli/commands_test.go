@@ -106,7 +106,7 @@ func TestAcquireParsing(t *testing.T) {
 		{args: []string{"api", ""}, err: "USER: "},
 		{args: []string{"api", "alice", "--id", "xyz"}, err: `--id "xyz"`},
 		{args: []string{"api", "alice", "--id", "0"}, err: `--id "0"`},
-		{args: []string{"api", "alice", "--ref", "x"}, err: `invalid argument "x" for "--ref" flag`},
+		{args: []string{"api", "alice", "--ref", "x"}, err: `--ref "x": want a whole number from 0 up`},
 		{args: []string{"api", "alice", "--bogus"}, err: "unknown flag: --bogus"},
 	})
 }

@@ -93,6 +93,10 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // flagError makes flag errors usage errors, and explains a negative number
 // taken for a flag (pflag reads "-3" as the unknown shorthand flag 3).
 func flagError(_ *cobra.Command, err error) error {
+	var iv *pflag.InvalidValueError
+	if errors.As(err, &iv) {
+		return usagef("--%s %q: %s", iv.GetFlag().Name, iv.GetValue(), want(iv.GetFlag(), iv.Unwrap()))
+	}
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) {
 		if s := ne.GetSpecifiedShortnames(); s != "" && s[0] >= '0' && s[0] <= '9' {

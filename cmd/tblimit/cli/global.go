@@ -48,15 +48,8 @@ func (g *globalOptions) bind(fs *pflag.FlagSet) {
 // prepare applies the environment to the flags not given on the command
 // line and validates the global flags.
 func (g *globalOptions) prepare(cmd *cobra.Command) error {
-	fs := cmd.Root().PersistentFlags()
-	for _, name := range envFlags {
-		v, ok := os.LookupEnv(envName(name))
-		if !ok || v == "" || fs.Changed(name) {
-			continue
-		}
-		if err := fs.Set(name, v); err != nil {
-			return usagef("$%s: %v", envName(name), err)
-		}
+	if err := fromEnv(cmd.Root().PersistentFlags(), envFlags); err != nil {
+		return err
 	}
 	if g.verbose && nativeLogs != nil {
 		nativeLogs.keepAll()
@@ -75,6 +68,36 @@ func (g *globalOptions) prepare(cmd *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// fromEnv sets the flags of fs named in names from TBLIMIT_<FLAG> where
+// the command line did not give them.
+func fromEnv(fs *pflag.FlagSet, names []string) error {
+	for _, name := range names {
+		v, ok := os.LookupEnv(envName(name))
+		if !ok || v == "" || fs.Changed(name) {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return usagef("$%s=%q: %s", envName(name), v, want(fs.Lookup(name), err))
+		}
+	}
+	return nil
+}
+
+// want says what flag f takes, for a value it refused with err.
+func want(f *pflag.Flag, err error) string {
+	switch f.Value.Type() {
+	case "uint64", "uint32", "uint":
+		return "want a whole number from 0 up"
+	case "int", "int64":
+		return "want a whole number"
+	case "duration":
+		return "want a duration such as 500ms, 5s, 1m or 2h"
+	case "bool":
+		return "want true or false"
+	}
+	return err.Error()
 }
 
 // defaultDataPath is where the embedded engine's data file lives unless

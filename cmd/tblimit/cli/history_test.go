@@ -73,7 +73,7 @@ func TestHistoryParsing(t *testing.T) {
 		{args: []string{"api", "alice", "--since", "soon"}, err: `--since "soon": want a time`},
 		{args: []string{"api", "alice", "--until", "-5m"}, err: `--until "-5m": want a time`},
 		{args: []string{"api", "alice", "--max", "-1"}, err: "--max -1: must not be negative"},
-		{args: []string{"api", "alice", "--max", "many"}, err: `invalid argument "many" for "--max"`},
+		{args: []string{"api", "alice", "--max", "many"}, err: `--max "many": want a whole number`},
 		{args: []string{"api", " alice"}, err: "USER: "},
 		{args: []string{"api"}, err: "accepts 2 arg(s)"},
 	})

@@ -76,7 +76,7 @@ and closes the cluster client.
 Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := envToFlags(cmd, rlsServeEnvFlags); err != nil {
+			if err := fromEnv(cmd.Flags(), rlsServeEnvFlags); err != nil {
 				return err
 			}
 			if err := opts.validate(); err != nil {
@@ -124,22 +124,6 @@ func (o *rlsServeOptions) validate() error {
 		return usagef("--reload-interval %s: must be positive", o.ReloadInterval)
 	case o.GRPCAddr == "" && o.HTTPAddr == "":
 		return usagef("--grpc-addr and --http-addr are both empty: nothing to serve")
-	}
-	return nil
-}
-
-// envToFlags sets the flags of cmd named in names from TBLIMIT_<FLAG>
-// where the command line did not give them.
-func envToFlags(cmd *cobra.Command, names []string) error {
-	fs := cmd.Flags()
-	for _, name := range names {
-		v, ok := os.LookupEnv(envName(name))
-		if !ok || v == "" || fs.Changed(name) {
-			continue
-		}
-		if err := fs.Set(name, v); err != nil {
-			return usagef("$%s: %v", envName(name), err)
-		}
 	}
 	return nil
 }
