@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +145,9 @@ func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error)
 		return nil, fmt.Errorf("ledger: dial: no addresses")
 	}
 	c, err := tb.NewClient(tb.ToUint128(clusterID), addresses)
+	if errors.Is(err, tb.ErrInvalidAddress) || errors.Is(err, tb.ErrAddressLimitExceeded) {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidAddress, strings.Join(addresses, ","), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: dial %v: %w", addresses, err)
 	}

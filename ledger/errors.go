@@ -41,6 +41,9 @@ var (
 	ErrResourceMismatch = errors.New("ledger: resource exists with a different definition")
 	// ErrTooMany means a batch holds more events than one request can carry.
 	ErrTooMany = conn.ErrTooMany
+	// ErrInvalidAddress means Dial was given addresses it cannot use: one
+	// that is not a port, host:port or address, or more than a cluster has.
+	ErrInvalidAddress = errors.New("ledger: invalid cluster address")
 )
 
 // UnknownUserError is the error of a decision refused because a user has

@@ -84,7 +84,10 @@ func usageConventions(root *cobra.Command) {
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := check(cmd, a); err != nil {
-			return &usageError{fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())}
+			// The command without the program's name, which the message
+			// starts with already ("tblimit: users add: ...").
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return &usageError{fmt.Errorf("%s: %w (see %s --help)", name, err, cmd.CommandPath())}
 		}
 		return nil
 	}

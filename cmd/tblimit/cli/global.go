@@ -144,6 +144,9 @@ func (g *globalOptions) open(clock embedded.Clock, stderr io.Writer, opts ...led
 	opts = append([]ledger.Option{ledger.WithTimeout(g.timeout)}, opts...)
 	if len(g.addresses) > 0 {
 		c, err := ledger.Dial(g.clusterID, g.addresses, opts...)
+		if errors.Is(err, ledger.ErrInvalidAddress) {
+			return nil, nil, usagef("--addresses: %w", err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.addresses, ","), err)
 		}
