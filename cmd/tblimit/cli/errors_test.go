@@ -79,3 +79,20 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 		t.Errorf("a damaged data file: stderr %q, want one prefix", r.stderr)
 	}
 }
+
+func TestUsageMessages(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"users", "add"}, "tblimit: users add: accepts 2 arg(s), received 0 (see tblimit users add --help)\n"},
+		{[]string{"--addresses", "not an address", "resources", "list"}, `tblimit: --addresses: invalid cluster address "not an address"`},
+		{[]string{"acquire", "api", "alice", "--ref", "-1"}, `tblimit: --ref "-1": want a whole number from 0 up` + "\n"},
+		{[]string{"--timeout", "abc", "resources", "list"}, `tblimit: --timeout "abc": want a duration such as 500ms, 5s, 1m or 2h` + "\n"},
+	} {
+		if r := e.code(ExitUsage, c.args...); !strings.HasPrefix(r.stderr, c.want) {
+			t.Errorf("tblimit %q: stderr %q, want it to start %q", c.args, r.stderr, c.want)
+		}
+	}
+}
