@@ -140,6 +140,20 @@ func New(c tb.Client, opts ...Option) *Client {
 
 // Dial connects to a TigerBeetle cluster. It does not wait for the cluster:
 // use Ping for that. Close closes the connection.
+//
+// A Client holds one connection to a replica and one client session of
+// the cluster while it is open, and so does each process, and each CLI
+// command while it runs. A replica accepts 32 client connections with its
+// default flags (8 with --development; --limit-pipeline-requests raises it,
+// up to 65 with --experimental), and a cluster keeps 64 sessions, evicting
+// the least recently used. A Client past a replica's limit is not refused:
+// the TigerBeetle client reconnects for ever, so its calls fail with
+// ErrUnavailable saying that the cluster never answered it (counted in
+// Stats.NeverAnswered), and it answers once a connection frees. A Client
+// whose session is evicted opens a new one (with backoff; Stats.Reconnects)
+// and sends the calls in flight again, by their IDs, so each counts once.
+// A fleet larger than the limits shares a few Clients through a rate limit
+// service (tblimit serve, package recipes/ratelimit).
 func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error) {
 	if len(addresses) == 0 {
 		return nil, fmt.Errorf("ledger: dial: no addresses")
@@ -153,7 +167,15 @@ func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error)
 	}
 	cl := New(c, opts...)
 	cl.closeTB = true
+	cl.conn.SetRedial(func() (tb.Client, error) { return tb.NewClient(tb.ToUint128(clusterID), addresses) })
 	return cl, nil
+}
+
+// WithReconnect makes a Client whose session the cluster evicted open a
+// new TigerBeetle client with dial and send its calls in flight again (see
+// Dial, which sets it). For clients of your own making, and tests.
+func WithReconnect(dial func() (tb.Client, error)) Option {
+	return func(c *Client) { c.conn.SetRedial(dial) }
 }
 
 // Close releases the connection if Dial made it. Calls still waiting for an

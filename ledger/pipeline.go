@@ -98,7 +98,7 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 		}
 	}
 	if _, err := c.pipe.Do(ctx, o); err != nil {
-		return err
+		return c.conn.NoAnswer(err)
 	}
 	return o.err
 }

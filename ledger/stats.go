@@ -25,6 +25,14 @@ type Stats struct {
 	GetAccountTransfers OpStats
 	QueryAccounts       OpStats
 	QueryTransfers      OpStats
+	// Unanswered counts the calls that reached their deadline without the
+	// cluster's answer (ErrUnavailable); NeverAnswered, those of them made
+	// before the cluster had answered this Client at all: no connection (a
+	// replica full of clients, a wrong address or cluster ID).
+	Unanswered, NeverAnswered uint64
+	// Reconnects counts the new TigerBeetle clients a Client opened because
+	// the cluster evicted its session (see Dial).
+	Reconnects uint64
 	// LocalDenials counts decisions denied on the view of a user known to
 	// be drained, without any I/O.
 	LocalDenials uint64
@@ -44,6 +52,9 @@ func (c *Client) Stats() Stats {
 		GetAccountTransfers: OpStats(s.GetAccountTransfers),
 		QueryAccounts:       OpStats(s.QueryAccounts),
 		QueryTransfers:      OpStats(s.QueryTransfers),
+		Unanswered:          s.Unanswered,
+		NeverAnswered:       s.NeverAnswered,
+		Reconnects:          s.Reconnects,
 		LocalDenials:        c.localDenials.load(),
 		LeaseAdmissions:     c.leaseAdmissions.Load(),
 	}

@@ -218,7 +218,10 @@ func (c *Client) dispatch() {
 		if r.sentAt.After(start) {
 			start = r.sentAt // it left an idle client
 		}
-		end, ok := c.serve(r, start, &m, &f, release)
+		end, ok, evicted := start, true, f.Evict
+		if !evicted {
+			end, ok = c.serve(r, start, &m, &f, release)
+		}
 		free = end
 
 		c.mu.Lock()
@@ -237,8 +240,13 @@ func (c *Client) dispatch() {
 		} else {
 			c.busy = false
 		}
+		var err error
+		if evicted {
+			c.stats.Evicted++
+			err = tb.ErrClientEvicted
+		}
 		c.mu.Unlock()
-		r.finish(nil)
+		r.finish(err)
 		c.mu.Lock()
 	}
 }

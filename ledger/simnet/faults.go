@@ -35,6 +35,11 @@ type Faults struct {
 	// Delay adds to every request an extra latency drawn uniformly from
 	// [0, Delay), during which it stays in flight.
 	Delay time.Duration
+	// Evict answers every request with tb.ErrClientEvicted, applying
+	// nothing, like a cluster that evicted this client's session: the
+	// client is of no more use (ledger opens a new one; see
+	// ledger.WithReconnect).
+	Evict bool
 	// Hold is how long a stalled or lost request stays held; 0 means until
 	// Release, SetFaults or Close.
 	Hold time.Duration

@@ -21,6 +21,8 @@ type Stats struct {
 	// Faults injected: requests stalled, lost before being applied, lost
 	// after (their reply), and applied twice.
 	Stalled, DroppedRequests, DroppedReplies, Duplicated uint64
+	// Evicted counts the requests answered tb.ErrClientEvicted (Faults.Evict).
+	Evicted uint64
 }
 
 // Requests returns the requests sent, all operations together.

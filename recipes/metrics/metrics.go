@@ -40,6 +40,7 @@ type Collector struct {
 	latency                       *prometheus.HistogramVec
 	requests, events              *prometheus.Desc
 	localDenials, leaseAdmissions *prometheus.Desc
+	unanswered, reconnects        *prometheus.Desc
 }
 
 // New returns a Collector that also exports what c sent to TigerBeetle (c
@@ -63,6 +64,10 @@ func New(c *ledger.Client) *Collector {
 		events:          prometheus.NewDesc("tblimit_tigerbeetle_events_total", "Events (transfers, accounts, IDs, filters) a ledger.Client sent to TigerBeetle, by operation.", []string{"operation"}, nil),
 		localDenials:    prometheus.NewDesc("tblimit_local_denials_total", "Decisions denied without any I/O, on the view of a user known to be drained.", nil, nil),
 		leaseAdmissions: prometheus.NewDesc("tblimit_lease_admissions_total", "Decisions admitted from a lease without any I/O.", nil, nil),
+		unanswered: prometheus.NewDesc("tblimit_tigerbeetle_unanswered_total",
+			"Calls that reached their deadline without the cluster's answer; connected=\"never\": the cluster had not answered the Client at all yet (no connection).",
+			[]string{"connected"}, nil),
+		reconnects: prometheus.NewDesc("tblimit_tigerbeetle_reconnects_total", "New TigerBeetle clients opened after the cluster evicted a session.", nil, nil),
 	}
 	m.Watch(c)
 	return m
@@ -108,6 +113,8 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.events
 	ch <- m.localDenials
 	ch <- m.leaseAdmissions
+	ch <- m.unanswered
+	ch <- m.reconnects
 }
 
 // Collect sends every metric, reading the Client's Stats once.
@@ -135,6 +142,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.localDenials, prometheus.CounterValue, float64(s.LocalDenials))
 	ch <- prometheus.MustNewConstMetric(m.leaseAdmissions, prometheus.CounterValue, float64(s.LeaseAdmissions))
+	ch <- prometheus.MustNewConstMetric(m.unanswered, prometheus.CounterValue, float64(s.Unanswered-s.NeverAnswered), "yes")
+	ch <- prometheus.MustNewConstMetric(m.unanswered, prometheus.CounterValue, float64(s.NeverAnswered), "never")
+	ch <- prometheus.MustNewConstMetric(m.reconnects, prometheus.CounterValue, float64(s.Reconnects))
 }
 
 var (

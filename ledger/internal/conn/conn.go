@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,13 +42,22 @@ type Conn struct {
 	// The most events one request carries, learnt per kind of operation:
 	// creates, lookups, and query results (see batchCap).
 	createCap, lookupCap, queryCap *batchCap
+
+	// answered: the cluster has answered a call of this Conn.
+	answered                              atomic.Bool
+	unanswered, neverAnswered, reconnects atomic.Uint64
+	// redial opens a new client when the cluster evicted the session of
+	// the one in use (nil: an evicted client stays evicted).
+	redial   func() (tb.Client, error)
+	redialMu sync.Mutex // held while a new client is opened
+	closed   atomic.Bool
 }
 
 // New returns a Conn on c. A client that reports InProcess (the embedded
 // engine) is called directly: its calls never block for long.
 func New(c tb.Client) *Conn {
 	cn := &Conn{timeout: 5 * time.Second, maxWaiting: 1 << 16}
-	cn.counted.Client = c
+	cn.counted.client.Store(&clientBox{c})
 	cn.tb = &cn.counted
 	cn.createCap, cn.lookupCap, cn.queryCap = newBatchCap(), newBatchCap(), newBatchCap()
 	if e, ok := c.(interface{ InProcess() bool }); ok {
@@ -68,8 +78,48 @@ func (c *Conn) SetMaxWaiting(n int) { c.maxWaiting = int64(n) }
 // InProcess reports whether the client is an in-process engine.
 func (c *Conn) InProcess() bool { return c.inProcess }
 
+// SetRedial makes an evicted session open a new client with dial.
+func (c *Conn) SetRedial(dial func() (tb.Client, error)) { c.redial = dial }
+
 // Close closes the TigerBeetle client.
-func (c *Conn) Close() { c.counted.Client.Close() }
+func (c *Conn) Close() {
+	c.closed.Store(true)
+	c.redialMu.Lock() // no new client is being opened: close the last one
+	defer c.redialMu.Unlock()
+	c.counted.Close()
+}
+
+// reconnect replaces the client evicted, unless another caller already
+// did, and reports whether a client that can be tried is in use. It waits
+// backoff first, so that a cluster that keeps evicting is not flooded.
+func (c *Conn) reconnect(evicted tb.Client, backoff time.Duration) bool {
+	if c.redial == nil {
+		return false
+	}
+	c.redialMu.Lock()
+	defer c.redialMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	if c.counted.get() != evicted {
+		return true // replaced meanwhile
+	}
+	time.Sleep(backoff)
+	n, err := c.redial()
+	if err != nil {
+		return false
+	}
+	c.counted.client.Store(&clientBox{n})
+	c.reconnects.Add(1)
+	evicted.Close()
+	return true
+}
+
+// NoAnswerYet is what a call that timed out before the cluster ever
+// answered this Conn says, besides ErrUnavailable: the likeliest reason.
+const NoAnswerYet = "no answer since this Client started: is the cluster running at these addresses, with this cluster ID? " +
+	"A replica accepts 32 client connections (8 with --development; more with --limit-pipeline-requests) " +
+	"and a cluster 64 sessions: a fleet beyond that shares them through tblimit serve"
 
 // Ping waits until the cluster answers, or ctx is done.
 func (c *Conn) Ping(ctx context.Context) error {
@@ -117,14 +167,49 @@ func call[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
 	done := make(chan result, 1)
 	go func() {
 		defer c.waiting.Add(-1)
-		v, err := f()
+		v, err := retryEvicted(c, f)
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
 		return r.v, tbError(r.err)
 	case <-ctx.Done():
-		return zero, fmt.Errorf("%w: no answer: %w", ErrUnavailable, context.Cause(ctx))
+		return zero, c.NoAnswer(fmt.Errorf("%w: no answer: %w", ErrUnavailable, context.Cause(ctx)))
+	}
+}
+
+// NoAnswer counts err, a call that ended without the cluster's answer
+// (ErrUnavailable), and says so when the cluster never answered this Conn:
+// no connection, the likeliest reason given. Other errors pass unchanged.
+func (c *Conn) NoAnswer(err error) error {
+	if !errors.Is(err, ErrUnavailable) || c.inProcess {
+		return err
+	}
+	c.unanswered.Add(1)
+	if c.answered.Load() {
+		return err
+	}
+	c.neverAnswered.Add(1)
+	return fmt.Errorf("%w (%s)", err, NoAnswerYet)
+}
+
+// retryEvicted runs f and, while the cluster answers that the session was
+// evicted, runs it again on a new client (see reconnect). A request is
+// sent again as it was, its events with their IDs: applied at most once
+// whatever became of the one the eviction cut off.
+func retryEvicted[T any](c *Conn, f func() (T, error)) (T, error) {
+	backoff := time.Duration(0)
+	for {
+		client := c.counted.get()
+		v, err := f()
+		switch {
+		case err == nil || !errors.Is(err, tb.ErrClientEvicted) && !errors.Is(err, tb.ErrClientClosed):
+			c.answered.Store(true)
+			return v, err
+		case !errors.Is(err, tb.ErrClientEvicted) || !c.reconnect(client, backoff):
+			return v, err
+		}
+		backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
 	}
 }
 

@@ -13,7 +13,8 @@ type OpStats struct {
 	Events   uint64
 }
 
-// Stats counts what a Conn sent, by operation.
+// Stats counts what a Conn sent, by operation, and how the cluster
+// answered.
 type Stats struct {
 	CreateAccounts      OpStats
 	CreateTransfers     OpStats
@@ -22,6 +23,13 @@ type Stats struct {
 	GetAccountTransfers OpStats
 	QueryAccounts       OpStats
 	QueryTransfers      OpStats
+	// Unanswered counts the calls that reached their deadline without an
+	// answer; NeverAnswered those of them made before the cluster had
+	// ever answered this Conn (no connection: see ErrUnavailable).
+	Unanswered, NeverAnswered uint64
+	// Reconnects counts the new clients opened after the cluster evicted
+	// the session of the one before.
+	Reconnects uint64
 }
 
 // Stats returns what c has sent so far.
@@ -36,6 +44,9 @@ func (c *Conn) Stats() Stats {
 		GetAccountTransfers: load(&s.getAccountTransfers),
 		QueryAccounts:       load(&s.queryAccounts),
 		QueryTransfers:      load(&s.queryTransfers),
+		Unanswered:          c.unanswered.Load(),
+		NeverAnswered:       c.neverAnswered.Load(),
+		Reconnects:          c.reconnects.Load(),
 	}
 }
 
@@ -46,10 +57,11 @@ func (o *opCounter) add(events int) {
 	o.events.Add(uint64(events))
 }
 
-// counting forwards to a tb.Client and counts what passes.
+// counting forwards to a tb.Client, the one in use (see Conn.reconnect),
+// and counts what passes.
 type counting struct {
-	tb.Client
-	stats struct {
+	client atomic.Pointer[clientBox]
+	stats  struct {
 		createAccounts, createTransfers, lookupAccounts, lookupTransfers,
 		getAccountTransfers, queryAccounts, queryTransfers opCounter
 	}
@@ -57,35 +69,52 @@ type counting struct {
 
 func (c *counting) CreateAccounts(a []tb.Account) ([]tb.CreateAccountResult, error) {
 	c.stats.createAccounts.add(len(a))
-	return c.Client.CreateAccounts(a)
+	return c.get().CreateAccounts(a)
 }
 
 func (c *counting) CreateTransfers(t []tb.Transfer) ([]tb.CreateTransferResult, error) {
 	c.stats.createTransfers.add(len(t))
-	return c.Client.CreateTransfers(t)
+	return c.get().CreateTransfers(t)
 }
 
 func (c *counting) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
 	c.stats.lookupAccounts.add(len(ids))
-	return c.Client.LookupAccounts(ids)
+	return c.get().LookupAccounts(ids)
 }
 
 func (c *counting) LookupTransfers(ids []tb.Uint128) ([]tb.Transfer, error) {
 	c.stats.lookupTransfers.add(len(ids))
-	return c.Client.LookupTransfers(ids)
+	return c.get().LookupTransfers(ids)
 }
 
 func (c *counting) GetAccountTransfers(f tb.AccountFilter) ([]tb.Transfer, error) {
 	c.stats.getAccountTransfers.add(1)
-	return c.Client.GetAccountTransfers(f)
+	return c.get().GetAccountTransfers(f)
 }
 
 func (c *counting) QueryTransfers(f tb.QueryFilter) ([]tb.Transfer, error) {
 	c.stats.queryTransfers.add(1)
-	return c.Client.QueryTransfers(f)
+	return c.get().QueryTransfers(f)
 }
 
 func (c *counting) QueryAccounts(f tb.QueryFilter) ([]tb.Account, error) {
 	c.stats.queryAccounts.add(1)
-	return c.Client.QueryAccounts(f)
+	return c.get().QueryAccounts(f)
 }
+
+// clientBox holds a tb.Client for an atomic.Pointer.
+type clientBox struct{ tb.Client }
+
+func (c *counting) get() tb.Client { return c.client.Load().Client }
+
+func (c *counting) GetAccountBalances(f tb.AccountFilter) ([]tb.AccountBalance, error) {
+	return c.get().GetAccountBalances(f)
+}
+
+func (c *counting) GetChangeEvents(f tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
+	return c.get().GetChangeEvents(f)
+}
+
+func (c *counting) Nop() error { return c.get().Nop() }
+
+func (c *counting) Close() { c.get().Close() }
