@@ -41,7 +41,10 @@ var nativeLogs *stderrFilter
 // filterStderr installs the filter; restore puts descriptor 2 back and lets the filter
 // drain. On failure it changes nothing and returns the process's stderr.
 func filterStderr() (f *stderrFilter, restore func()) {
-	fd, err := unix.Dup(2)
+	// Close-on-exec: the processes tblimit starts (tigerbeetle up's
+	// supervisor and server, which outlive it) must not hold the caller's
+	// stderr open.
+	fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, func() {}
 	}

@@ -330,3 +330,47 @@ func TestServerFlags(t *testing.T) {
 		t.Errorf("down --replica 1 with nothing running: %q", r.stderr)
 	}
 }
+
+// up's background processes keep none of its descriptors: a caller that
+// captures its output (out=$(tblimit tigerbeetle up)) reads to the end once
+// up has exited, while the server runs on.
+func TestUpLeavesNoDescriptor(t *testing.T) {
+	t.Setenv(envFakeProbe, "1") // the supervisor accepts the fake
+	f := fake.New(t, fake.Options{})
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "--timeout", "200ms", "tigerbeetle", "up", "--dir", dir, "--port", "0", "--binary", f.Bin)
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() {
+		down := &cliEnv{t: t, ctx: context.Background()}
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
+		}
+	})
+	read := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- string(b)
+	}()
+	err = cmd.Wait()
+	select {
+	case out := <-read:
+		if err != nil || !strings.Contains(out, "started tigerbeetle in the background") {
+			t.Errorf("tigerbeetle up = %v, output %q", err, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tigerbeetle up exited, but its output stayed open: a background process holds it")
+	}
+}
