@@ -24,6 +24,7 @@ type config struct {
 	clusterID    uint64
 	port         int
 	development  bool
+	pipeline     int // --limit-pipeline-requests, 0: the server's default
 	stderr       io.Writer
 	readyTimeout time.Duration
 	stopTimeout  time.Duration
@@ -61,6 +62,29 @@ func WithPort(port int) Option { return func(c *config) { c.port = port } }
 // needed (tmpfs, overlay file systems), small caches, and requests capped at 32 KiB (about
 // 250 transfers instead of 8189). Right for tests, wrong for benchmarks.
 func WithDevelopment(on bool) Option { return func(c *config) { c.development = on } }
+
+// WithPipelineRequests starts the servers with --experimental
+// --limit-pipeline-requests=n, which sets how many client connections a
+// replica accepts: 8 + n (n is 24 by default, 0 with --development; at most
+// 57). 0 keeps the server's default.
+func WithPipelineRequests(n int) Option { return func(c *config) { c.pipeline = n } }
+
+// ClientConnections is how many client connections a replica started with
+// these settings accepts: TigerBeetle 0.17.9 sizes a replica's connections
+// as the other replicas, 8 + --limit-pipeline-requests clients, and one to
+// shut an overflow down.
+func ClientConnections(development bool, pipelineRequests int) int {
+	switch {
+	case pipelineRequests > 0:
+		return 8 + pipelineRequests
+	case development:
+		return 8
+	}
+	return 32
+}
+
+// MaxPipelineRequests is the most --limit-pipeline-requests TigerBeetle 0.17.9 takes.
+const MaxPipelineRequests = 57
 
 // WithStderr copies the servers' output (stdout and stderr) to w as it comes. The last
 // 64 KiB of each replica's output are kept in any case; see Process.Stderr.

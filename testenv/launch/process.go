@@ -202,6 +202,9 @@ func spawn(bin string, cfg config, dataFile string, replica int, addresses strin
 	if cfg.development {
 		args = append(args, "--development")
 	}
+	if cfg.pipeline > 0 {
+		args = append(args, "--experimental", "--limit-pipeline-requests="+strconv.Itoa(cfg.pipeline))
+	}
 	args = append(args, dataFile)
 
 	logs := newLogBuffer(logKeep, cfg.stderr)

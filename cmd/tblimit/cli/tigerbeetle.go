@@ -36,10 +36,11 @@ func (e *serverEnv) set(g *globalOptions) { e.ClusterID, e.Timeout = g.clusterID
 // launchSpec is what up and serve start: the flags --port, --replicas,
 // --binary and --development.
 type launchSpec struct {
-	Port        int
-	Replicas    int
-	Binary      string
-	Development bool
+	Port             int
+	Replicas         int
+	Binary           string
+	Development      bool
+	PipelineRequests int // --limit-pipeline-requests; 0: the server's default
 }
 
 func (l *launchSpec) bind(fs *pflag.FlagSet, long bool) {
@@ -55,6 +56,9 @@ func (l *launchSpec) bind(fs *pflag.FlagSet, long bool) {
 	fs.IntVar(&l.Replicas, "replicas", 1, replicas)
 	fs.StringVar(&l.Binary, "binary", "", binary)
 	fs.BoolVar(&l.Development, "development", true, development)
+	fs.IntVar(&l.PipelineRequests, "limit-pipeline-requests", 0, fmt.Sprintf(
+		"start tigerbeetle with --experimental --limit-pipeline-requests=N: a replica then accepts 8+N client connections "+
+			"(by default 32, 8 with --development; N at most %d); 0: the server's default", launch.MaxPipelineRequests))
 }
 
 // check validates --port and --replicas.
@@ -64,6 +68,9 @@ func (l *launchSpec) check() error {
 	}
 	if l.Port < 0 || l.Port+l.Replicas-1 > 65535 {
 		return usagef("--port %d: want 0 to %d", l.Port, 65536-l.Replicas)
+	}
+	if l.PipelineRequests < 0 || l.PipelineRequests > launch.MaxPipelineRequests {
+		return usagef("--limit-pipeline-requests %d: want 0 to %d", l.PipelineRequests, launch.MaxPipelineRequests)
 	}
 	return nil
 }
@@ -82,18 +89,21 @@ const (
 // processes are alive but that did not answer in time (busy, all its client sessions in
 // use, or too few replicas up).
 type serverJSON struct {
-	Running     bool          `json:"running"`              // a process the state file records is alive
-	Answering   bool          `json:"answering"`            // and the cluster answered within --timeout
-	PID         int           `json:"pid,omitempty"`        // the supervising tblimit process
-	ServerPID   int           `json:"server_pid,omitempty"` // replica 0's
-	Addresses   []string      `json:"addresses"`
-	ClusterID   uint64        `json:"cluster_id"`
-	Dir         string        `json:"dir"`
-	DataFile    string        `json:"data_file,omitempty"` // replica 0's
-	LogFile     string        `json:"log_file,omitempty"`
-	Development bool          `json:"development"`
-	Started     string        `json:"started,omitempty"`
-	Replicas    []replicaJSON `json:"replicas"`
+	Running     bool     `json:"running"`              // a process the state file records is alive
+	Answering   bool     `json:"answering"`            // and the cluster answered within --timeout
+	PID         int      `json:"pid,omitempty"`        // the supervising tblimit process
+	ServerPID   int      `json:"server_pid,omitempty"` // replica 0's
+	Addresses   []string `json:"addresses"`
+	ClusterID   uint64   `json:"cluster_id"`
+	Dir         string   `json:"dir"`
+	DataFile    string   `json:"data_file,omitempty"` // replica 0's
+	LogFile     string   `json:"log_file,omitempty"`
+	Development bool     `json:"development"`
+	// ClientConnections is how many client connections each replica
+	// accepts (its sessions are a cluster's 64 in any case).
+	ClientConnections int           `json:"client_connections,omitempty"`
+	Started           string        `json:"started,omitempty"`
+	Replicas          []replicaJSON `json:"replicas"`
 
 	pingErr error // why it is not answering, for the text output
 }

@@ -123,6 +123,7 @@ func (o *serveOptions) launch(ctx context.Context, dir string) (supervised, erro
 		launch.WithPort(o.Port),
 		launch.WithClusterID(o.ClusterID),
 		launch.WithDevelopment(o.Development),
+		launch.WithPipelineRequests(o.PipelineRequests),
 		launch.WithStderr(o.ErrOut),
 	}, launchOptions...)
 	if o.Replicas == 1 {
@@ -137,16 +138,17 @@ func (o *serveOptions) launch(ctx context.Context, dir string) (supervised, erro
 func (o *serveOptions) state(dir string, s supervised, answering bool) serverJSON {
 	first := s.replica(0)
 	st := serverJSON{
-		Running:     true,
-		Answering:   answering,
-		PID:         os.Getpid(),
-		ServerPID:   first.Cmd.Process.Pid,
-		Addresses:   first.Addresses,
-		ClusterID:   first.ClusterID,
-		Dir:         dir,
-		DataFile:    first.DataFile,
-		LogFile:     filepath.Join(dir, logFile),
-		Development: o.Development,
+		Running:           true,
+		Answering:         answering,
+		PID:               os.Getpid(),
+		ServerPID:         first.Cmd.Process.Pid,
+		Addresses:         first.Addresses,
+		ClusterID:         first.ClusterID,
+		Dir:               dir,
+		DataFile:          first.DataFile,
+		LogFile:           filepath.Join(dir, logFile),
+		Development:       o.Development,
+		ClientConnections: launch.ClientConnections(o.Development, o.PipelineRequests),
 	}
 	for i := range s.replicas() {
 		p := s.replica(i)

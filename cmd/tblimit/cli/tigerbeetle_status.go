@@ -65,6 +65,10 @@ func (e *serverEnv) printStatus(p *printer, st serverJSON) {
 		p.printf("%s running at %s (cluster %d, pid %d), data in %s, log in %s\n",
 			what, strings.Join(st.Addresses, ","), st.ClusterID, st.ServerPID, st.DataFile, st.LogFile)
 		p.printf("use it with: export TBLIMIT_ADDRESSES=%s TBLIMIT_CLUSTER_ID=%d\n", strings.Join(st.Addresses, ","), st.ClusterID)
+		if st.ClientConnections > 0 {
+			p.printf("each replica accepts %d client connections (every process and tblimit command holds one while it runs; "+
+				"--limit-pipeline-requests raises it), the cluster 64 sessions\n", st.ClientConnections)
+		}
 	}
 	if len(st.Replicas) < 2 {
 		return

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tblimit/tblimit/testenv/fake"
 )
 
@@ -372,5 +374,42 @@ func TestUpLeavesNoDescriptor(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("tigerbeetle up exited, but its output stayed open: a background process holds it")
+	}
+}
+
+// up says how many client connections the server it starts accepts, and
+// --limit-pipeline-requests raises it.
+func TestUpClientConnections(t *testing.T) {
+	t.Setenv(envMain, "1")
+	t.Setenv(envFakeProbe, "1")
+	for _, c := range []struct {
+		args []string
+		want int
+		flag string
+	}{
+		{nil, 8, ""},
+		{[]string{"--development=false"}, 32, ""},
+		{[]string{"--limit-pipeline-requests", "57"}, 65, "--limit-pipeline-requests=57"},
+	} {
+		f := fake.New(t, fake.Options{})
+		dir := t.TempDir()
+		e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
+		var st serverJSON
+		e.json(ExitOK, &st, append([]string{"tigerbeetle", "up", "--dir", dir, "--port", "0", "--binary", f.Bin}, c.args...)...)
+		down := &cliEnv{t: t, ctx: context.Background()}
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
+		}
+		if st.ClientConnections != c.want {
+			t.Errorf("up %q: client_connections %d, want %d", c.args, st.ClientConnections, c.want)
+		}
+		if calls := strings.Join(f.Calls(t), "\n"); c.flag != "" && !strings.Contains(calls, "--experimental") || !strings.Contains(calls, c.flag) {
+			t.Errorf("up %q started %q, want %q", c.args, calls, c.flag)
+		}
+	}
+	if _, err := parseCmd(t, func(f *factory, runF func(context.Context, *upOptions) error) *cobra.Command {
+		return newCmdServerUp(func() serverEnv { return serverEnv{} }, runF)
+	}, "--limit-pipeline-requests", "58"); !isUsage(err) {
+		t.Errorf("up --limit-pipeline-requests 58 = %v, want a usage error", err)
 	}
 }

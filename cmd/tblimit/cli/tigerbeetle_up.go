@@ -117,7 +117,7 @@ func (o *upOptions) startSupervisor(ctx context.Context, dir, bin string) (serve
 	defer r.Close()
 	cmd := exec.Command(exe, "tigerbeetle", "serve", "--dir", dir, "--port", strconv.Itoa(o.Port),
 		"--replicas", strconv.Itoa(o.Replicas), "--binary", bin, "--cluster-id", strconv.FormatUint(o.ClusterID, 10),
-		"--development="+strconv.FormatBool(o.Development), "--ready-fd", "3")
+		"--development="+strconv.FormatBool(o.Development), "--limit-pipeline-requests", strconv.Itoa(o.PipelineRequests), "--ready-fd", "3")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this process and its terminal
