@@ -95,3 +95,26 @@ func ExampleMoneyPerWindow() {
 	// pay 60000: allowed=false (limit exceeded), carol holds 10000, limit left 40000
 	// pay 20000: allowed=false (insufficient funds), carol holds 10000, limit left 40000
 }
+
+// A manual clock makes windows pass at once in tests. Each event the
+// engine records gets a nanosecond of its own, at or after the clock's
+// reading, so a unit taken "at" T returns a few nanoseconds after T plus
+// the window: advance a little beyond the window.
+func Example_manualClock() {
+	clock := embedded.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := ledger.New(embedded.New(embedded.WithClock(clock)))
+	api, _ := recipes.NewRequestRate(c, recipes.Config{Name: "api", Ledger: 1, Lazy: true}, recipes.PerMinute(1))
+	_ = api.Create(context.Background())
+	ctx := context.Background()
+	d, _ := api.Allow(ctx, "alice")
+	fmt.Println("first:", d.Allowed)
+	d, _ = api.Allow(ctx, "alice")
+	fmt.Println("second:", d.Allowed, "retry after about", d.RetryAfter.Round(time.Second))
+	clock.Advance(time.Minute + time.Millisecond) // one window, and then some
+	d, _ = api.Allow(ctx, "alice")
+	fmt.Println("a window later:", d.Allowed)
+	// Output:
+	// first: true
+	// second: false retry after about 1m0s
+	// a window later: true
+}
