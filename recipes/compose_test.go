@@ -448,6 +448,26 @@ func TestWait(t *testing.T) {
 	})
 }
 
+// A policy whose limit is Bytes counts bytes, whatever its Unit says, and
+// one whose limit is an Amount is refused: money is MoneyPerWindow's.
+func TestPolicyCountsWhatItsLimitSays(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		l := newLimiter(t, b, c, "upload", []recipes.Policy{{Name: "upload", Limit: recipes.Bytes(1000).Per(time.Minute), Lazy: true}})
+		if p := l.Policies()[0]; p.Unit != recipes.ContentBytes {
+			t.Errorf("a Bytes limit's policy counts %v, want content-bytes", p.Unit)
+		}
+		r, err := l.AllowCost(context.Background(), "k", recipes.Cost{Requests: 1, Bytes: 900})
+		if err != nil || !r.Allowed || r.Policies[0].Decision.Remaining != 100 {
+			t.Errorf("AllowCost(1 request, 900 bytes) = %+v, %v; want allowed with 100 bytes left", r, err)
+		}
+	})
+	c := ledger.New(nil)
+	if _, err := recipes.NewLimiter(c, "x", []recipes.Policy{{Name: "m", Ledger: 1, Limit: recipes.Amount(100).Per(time.Hour)}}); !errors.Is(err, ledger.ErrInvalidResource) {
+		t.Errorf("NewLimiter with an Amount limit = %v, want ErrInvalidResource", err)
+	}
+}
+
 func TestLimiterValidation(t *testing.T) {
 	c := ledger.New(nil)
 	ok := recipes.Policy{Name: "a", Ledger: 1, Limit: recipes.PerSecond(1)}

@@ -14,7 +14,18 @@ import (
 type Limit struct {
 	N      uint64
 	Window time.Duration
+
+	of measure // what N counts, when the constructor said (Bytes, Amount)
 }
+
+// measure is what a Limit's N counts: said by its constructor, or not.
+type measure uint8
+
+const (
+	unsaid measure = iota
+	bytesMeasure
+	moneyMeasure
+)
 
 // Per returns n units per window.
 func Per(n uint64, window time.Duration) Limit { return Limit{N: n, Window: window} }
@@ -35,14 +46,18 @@ func PerDay(n uint64) Limit { return Per(n, 24*time.Hour) }
 type Bytes uint64
 
 // Per returns b bytes per window.
-func (b Bytes) Per(window time.Duration) Limit { return Per(uint64(b), window) }
+func (b Bytes) Per(window time.Duration) Limit {
+	return Limit{N: uint64(b), Window: window, of: bytesMeasure}
+}
 
 // Amount is an amount of money in the currency's smallest unit (cents):
 // Amount(1000_00).Per(24*time.Hour) is 1000.00 a day.
 type Amount uint64
 
 // Per returns a per window.
-func (a Amount) Per(window time.Duration) Limit { return Per(uint64(a), window) }
+func (a Amount) Per(window time.Duration) Limit {
+	return Limit{N: uint64(a), Window: window, of: moneyMeasure}
+}
 
 // Validate reports whether l can be kept in TigerBeetle: a window of whole
 // seconds from 1 s to 2^32-1 s (never rounded).

@@ -68,7 +68,12 @@ func NewLimiter(c *ledger.Client, name string, policies []Policy, opts ...Option
 	}
 	l := &Limiter{d: newDecider(c, name, o), policies: append([]Policy(nil), policies...), plans: o.plans, shadow: o.shadow}
 	names, ledgers := map[string]bool{}, map[uint32]bool{}
-	for _, p := range policies {
+	for i := range l.policies {
+		if err := l.policies[i].countsWhatItsLimitSays(); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range l.policies {
 		r, err := p.resource()
 		if err != nil {
 			return nil, err

@@ -56,6 +56,22 @@ type Policy struct {
 	Lazy bool
 }
 
+// countsWhatItsLimitSays makes a policy whose Limit was built from Bytes
+// count content bytes (Unit ContentBytes), and refuses one built from an
+// Amount (money is MoneyPerWindow's) or from Bytes with another Unit set.
+func (p *Policy) countsWhatItsLimitSays() error {
+	switch p.Limit.of {
+	case bytesMeasure:
+		if p.Unit != Requests && p.Unit != ContentBytes {
+			return fmt.Errorf("%w: policy %q: a Bytes limit counts content-bytes, not %v", ledger.ErrInvalidResource, p.Name, p.Unit)
+		}
+		p.Unit = ContentBytes
+	case moneyMeasure:
+		return fmt.Errorf("%w: policy %q: an Amount limit is money: use NewMoneyPerWindow", ledger.ErrInvalidResource, p.Name)
+	}
+	return nil
+}
+
 // resource is p's definition in the ledger.
 func (p Policy) resource() (ledger.Resource, error) {
 	if err := p.Limit.Validate(); err != nil {
