@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,12 +217,16 @@ func at(file string, n *yaml.Node, format string, args ...any) error {
 func (c *Config) parseFile(file string, src []byte) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrConfig, file, err)
+		return syntaxError(file, err)
 	}
 	if len(doc.Content) == 0 {
 		return at(file, &doc, "config file cannot have empty domain")
 	}
-	root := doc.Content[0]
+	budget := maxAliasNodes
+	root, err := expand(file, doc.Content[0], map[*yaml.Node]bool{}, &budget)
+	if err != nil {
+		return err
+	}
 	fields, err := mapping(file, root, map[string]bool{"domain": true, "descriptors": true})
 	if err != nil {
 		return err
@@ -232,7 +237,7 @@ func (c *Config) parseFile(file string, src []byte) error {
 		return err
 	}
 	if domain == "" {
-		return at(file, root, "config file cannot have empty domain")
+		return at(file, cmpNode(domainNode, root), "config file cannot have empty domain")
 	}
 	if _, dup := c.domains[domain]; dup {
 		return at(file, domainNode, "duplicate domain %q in config files", domain)
@@ -244,6 +249,104 @@ func (c *Config) parseFile(file string, src []byte) error {
 	}
 	c.domains[domain] = lv
 	return nil
+}
+
+// yamlLine is the line yaml's syntax errors name.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError is a YAML syntax error as file:line: problem.
+func syntaxError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%w: %s:%s: %s", ErrConfig, file, m[1], strings.TrimPrefix(msg, m[0]))
+	}
+	return fmt.Errorf("%w: %s: %s", ErrConfig, file, strings.TrimPrefix(msg, "yaml: "))
+}
+
+// maxAliasNodes bounds the nodes aliases may add to a file: a few kilobytes
+// of aliases of aliases would otherwise make millions of rules.
+const maxAliasNodes = 100_000
+
+// expand returns n with its aliases replaced by copies of what they name
+// and merge keys (<<) merged, as a YAML decoder sees it: an alias inside
+// its own anchor, or aliases that add more than maxAliasNodes nodes, are
+// refused. active holds the anchors being expanded; budget what aliases
+// may still add.
+func expand(file string, n *yaml.Node, active map[*yaml.Node]bool, budget *int) (*yaml.Node, error) {
+	if n.Kind == yaml.AliasNode {
+		target := n.Alias
+		if active[target] {
+			return nil, at(file, n, "alias %q is inside its own anchor", n.Value)
+		}
+		active[target] = true
+		defer delete(active, target)
+		out, err := expand(file, target, active, budget)
+		if err == nil && *budget < 0 {
+			return nil, at(file, n, "excessive aliasing: aliases add more than %d nodes", maxAliasNodes)
+		}
+		return out, err
+	}
+	if len(active) > 0 {
+		*budget--
+	}
+	cp := *n
+	cp.Content = nil
+	for i := 0; i < len(n.Content); i++ {
+		c := n.Content[i]
+		if n.Kind == yaml.MappingNode && i%2 == 0 && c.Kind == yaml.ScalarNode && c.Value == "<<" && c.Tag == "!!merge" && i+1 < len(n.Content) {
+			i++
+			continue // merged below, after the mapping's own keys
+		}
+		e, err := expand(file, c, active, budget)
+		if err != nil {
+			return nil, err
+		}
+		cp.Content = append(cp.Content, e)
+	}
+	if n.Kind == yaml.MappingNode {
+		if err := merge(file, n, &cp, active, budget); err != nil {
+			return nil, err
+		}
+	}
+	return &cp, nil
+}
+
+// merge adds to the expanded mapping cp the keys of the mappings that n's
+// merge keys name, where cp lacks them (a mapping's own keys win).
+func merge(file string, n, cp *yaml.Node, active map[*yaml.Node]bool, budget *int) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "<<" || k.Tag != "!!merge" {
+			continue
+		}
+		src, err := expand(file, n.Content[i+1], active, budget)
+		if err != nil {
+			return err
+		}
+		sources := []*yaml.Node{src}
+		if src.Kind == yaml.SequenceNode {
+			sources = src.Content
+		}
+		for _, m := range sources {
+			if m.Kind != yaml.MappingNode {
+				return at(file, m, "a merge key (<<) takes a mapping, found %s", kindName(m))
+			}
+			for j := 0; j+1 < len(m.Content); j += 2 {
+				if !hasKey(cp, m.Content[j].Value) {
+					cp.Content = append(cp.Content, m.Content[j], m.Content[j+1])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Every key envoyproxy/ratelimit knows, by where it means something; a key
@@ -274,9 +377,6 @@ var (
 // level (and ignored where it means nothing); own lists the keys that mean
 // something at this one.
 func mapping(file string, n *yaml.Node, own map[string]bool) (map[string]*yaml.Node, error) {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
 	if n.Kind != yaml.MappingNode {
 		return nil, at(file, n, "want a mapping of keys, found %s", kindName(n))
 	}
@@ -479,11 +579,11 @@ func (p *parser) rateLimit(n *yaml.Node, key, spec string, shared []bool, shadow
 	}
 	r.Unit = u
 	if rpu := f["requests_per_unit"]; rpu != nil && rpu.Tag != "!!null" {
-		v, err := strconv.ParseUint(rpu.Value, 10, 32)
-		if rpu.Kind != yaml.ScalarNode || err != nil {
+		v, ok := yamlUint32(rpu)
+		if !ok {
 			return nil, at(p.file, rpu, "requests_per_unit: want a whole number from 0 to %d, found %s", uint32(1<<32-1), kindName(rpu))
 		}
-		r.RequestsPerUnit = uint32(v)
+		r.RequestsPerUnit = v
 	}
 	if r.Name, err = scalarString(p.file, f["name"]); err != nil {
 		return nil, err
@@ -512,6 +612,17 @@ func (p *parser) rateLimit(n *yaml.Node, key, spec string, shared []bool, shadow
 	r.spec = spec + "\x00" + r.Unit.String()
 	p.c.rules = append(p.c.rules, r)
 	return r, nil
+}
+
+// yamlUint32 reads a plain (unquoted) integer as envoyproxy/ratelimit's
+// YAML decoder reads one into a uint32: decimal, 0x hexadecimal, 0o or a
+// leading 0 octal, 0b binary, with an optional + and _ separators.
+func yamlUint32(n *yaml.Node) (uint32, bool) {
+	if n.Kind != yaml.ScalarNode || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 || n.Tag == "!!str" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(n.Value, "+"), 0, 32)
+	return uint32(v), err == nil
 }
 
 // cmpNode is n, or else the enclosing node.

@@ -76,17 +76,19 @@ func (c *Config) lookup(domain string, entries []Entry) (match, bool) {
 	shown.WriteString(domain)
 	detailed.WriteString(domain)
 	values := make([]string, len(entries))
+	shared := make([]bool, len(entries))
 	for i, en := range entries {
 		e, byValue := lv.find(en.Key, en.Value)
 		values[i] = en.Value
-		detailed.WriteString("." + en.Key + "_" + en.Value)
 		if e == nil {
 			break
 		}
 		shownValue := ""
 		switch {
 		case e.share:
-			values[i] = "\x00" + e.value // a shared wildcard: one user for every value it matches
+			// A shared wildcard: one user, and one metric, for every value
+			// it matches.
+			values[i], shared[i] = e.value, true
 			shownValue = e.value
 		case byValue && e.parts == nil, e.valueToMetric:
 			shownValue = en.Value
@@ -97,6 +99,7 @@ func (c *Config) lookup(domain string, entries []Entry) (match, bool) {
 		if shownValue != "" {
 			shown.WriteString("_" + shownValue)
 		}
+		detailed.WriteString("." + en.Key + "_" + values[i])
 		if e.rule != nil && i == len(entries)-1 {
 			m.rule = e.rule
 			m.metric = shown.String()
@@ -112,7 +115,7 @@ func (c *Config) lookup(domain string, entries []Entry) (match, bool) {
 	if m.rule == nil {
 		return match{}, false
 	}
-	m.user = UserKey(values)
+	m.user = userKey(values, shared)
 	return m, true
 }
 
@@ -120,27 +123,33 @@ func (c *Config) lookup(domain string, entries []Entry) (match, bool) {
 // values: what `tblimit history` and `tblimit audit` take to show that
 // descriptor's admissions. The values are joined by '|'; in each, '%',
 // '|', control characters, invalid UTF-8 and white space at either end
-// are written %XX (the UTF-8 bytes in hex), as is every byte beyond ASCII
-// of a value not in Unicode normal form C; an empty value is "%_", and a
-// value shared by a wildcard (share_threshold) is "%*" and its pattern. A
-// key longer than ledger.MaxKeyLen bytes is "%#" and the hex SHA-256 of
-// it. So every descriptor, whatever its bytes, is a valid key
+// are written %XX (the UTF-8 bytes in hex), as are a character beyond
+// ASCII right after such an escape and every byte beyond ASCII of a value
+// not in Unicode normal form C; an empty value is "%_", and a value shared
+// by a wildcard (share_threshold) is "%*" and its pattern. A key longer
+// than ledger.MaxKeyLen bytes, or one that would still not be in its
+// normal form, is "%#" and the hex SHA-256 of it. So every descriptor, whatever its bytes, is a valid key
 // (ledger.NormalizeKey leaves it alone), and distinct descriptors are
 // distinct users.
-func UserKey(values []string) string {
+func UserKey(values []string) string { return userKey(values, nil) }
+
+// userKey is UserKey where shared[i] says values[i] is the pattern of a
+// shared wildcard.
+func userKey(values []string, shared []bool) string {
 	var b strings.Builder
 	for i, v := range values {
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		if pattern, ok := strings.CutPrefix(v, "\x00"); ok {
+		if i < len(shared) && shared[i] {
 			b.WriteString("%*")
-			v = pattern
 		}
 		escapeValue(&b, v)
 	}
 	key := b.String()
-	if len(key) > ledger.MaxKeyLen {
+	// The escapes keep a key in its normal form (see escapeValue); the
+	// check makes sure of it, whatever Unicode composes.
+	if n, err := ledger.NormalizeKey(key); len(key) > ledger.MaxKeyLen || err != nil || n != key {
 		sum := sha256.Sum256([]byte(key))
 		return "%#" + hex.EncodeToString(sum[:])
 	}
@@ -154,21 +163,22 @@ func escapeValue(b *strings.Builder, v string) {
 		return
 	}
 	nfc := norm.NFC.IsNormalString(v)
+	escaped := false // the rune before was escaped
 	for i := 0; i < len(v); {
 		r, size := utf8.DecodeRuneInString(v[i:])
 		end := i == 0 || i+size == len(v)
-		switch {
-		case r == '%' || r == '|' || r < utf8.RuneSelf && (r < 0x20 || r == 0x7f),
-			r == utf8.RuneError && size == 1,
-			!nfc && r >= utf8.RuneSelf,
-			unicode.IsControl(r),
-			end && unicode.IsSpace(r):
+		// A rune beyond ASCII after an escape is escaped too: a combining
+		// mark would compose with the escape's last hex digit.
+		escaped = r == '%' || r == '|' || r < utf8.RuneSelf && (r < 0x20 || r == 0x7f) ||
+			r == utf8.RuneError && size == 1 || r >= utf8.RuneSelf && (!nfc || escaped) ||
+			unicode.IsControl(r) || end && unicode.IsSpace(r)
+		if escaped {
 			for _, c := range []byte(v[i : i+size]) {
 				b.WriteByte('%')
 				b.WriteByte("0123456789ABCDEF"[c>>4])
 				b.WriteByte("0123456789ABCDEF"[c&15])
 			}
-		default:
+		} else {
 			b.WriteString(v[i : i+size])
 		}
 		i += size
