@@ -449,5 +449,19 @@ func stallable(t *testing.T, b *testenv.Backend, opts ...ledger.Option) (*simnet
 	t.Helper()
 	sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 	t.Cleanup(sc.Close)
-	return sc, ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now)}, opts...)...)
+	c := ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now)}, opts...)...)
+	warmUp(t, c)
+	return sc, c
+}
+
+// warmUp has c's first call answered, on a deadline of its own: on a real
+// server it registers the client's session, which takes longer (0.4-0.6 s)
+// than the short timeouts of tests that stall the network.
+func warmUp(t *testing.T, c *ledger.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping = %v", err)
+	}
 }

@@ -65,6 +65,13 @@ func TestCollector(t *testing.T) {
 		m := metrics.New(nil)
 		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(200*time.Millisecond), ledger.WithObserver(m))
 		m.Watch(c)
+		// The first call on a real server registers the session: longer
+		// than the timeout this test needs for its stalled calls.
+		warm, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := c.Ping(warm); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(m)
 		limiter := func(name string, n uint64, opts ...recipes.Option) *recipes.Limiter {
