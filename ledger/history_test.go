@@ -233,7 +233,7 @@ func TestHistoryPayments(t *testing.T) {
 			return d
 		}
 		fund(700)
-		p1, p2, p3 := ledger.KeyID(t.Name() + "/order-1"), ledger.KeyID(t.Name() + "/order-2"), ledger.KeyID(t.Name() + "/order-3")
+		p1, p2, p3 := ledger.KeyID(t.Name()+"/order-1"), ledger.KeyID(t.Name()+"/order-2"), ledger.KeyID(t.Name()+"/order-3")
 		pay(600, p1, ledger.Admitted)
 		pay(200, p2, ledger.InsufficientFunds) // the reservation failed only with the payment: its ID is not spent
 		fund(500)
