@@ -87,12 +87,21 @@ func TestUsageMessages(t *testing.T) {
 		want string
 	}{
 		{[]string{"users", "add"}, "tblimit: users add: accepts 2 arg(s), received 0 (see tblimit users add --help)\n"},
-		{[]string{"--addresses", "not an address", "resources", "list"}, `tblimit: --addresses: invalid cluster address "not an address"`},
+
 		{[]string{"acquire", "api", "alice", "--ref", "-1"}, `tblimit: --ref "-1": want a whole number from 0 up` + "\n"},
 		{[]string{"--timeout", "abc", "resources", "list"}, `tblimit: --timeout "abc": want a duration such as 500ms, 5s, 1m or 2h` + "\n"},
+		{[]string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1m", "--limit", "1__000"}, `tblimit: --limit "1__000": a _ goes between digits`},
+		{[]string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1m", "--limit", "_1000"}, `tblimit: --limit "_1000": a _ goes between digits`},
+		{[]string{"acquire", "api", "alice", " 1"}, `tblimit: AMOUNT " 1": white space around the number`},
+		{[]string{"history", "api", "alice", "--since", "2026-01-01", "--until", "2025-01-01"}, "tblimit: --since 2026-01-01 is after --until 2025-01-01"},
+		{[]string{"--addresses", "3000", "resources", "list"}, "tblimit: --data is the embedded engine's data file: with --addresses, there is none"},
 	} {
 		if r := e.code(ExitUsage, c.args...); !strings.HasPrefix(r.stderr, c.want) {
 			t.Errorf("tblimit %q: stderr %q, want it to start %q", c.args, r.stderr, c.want)
 		}
+	}
+	noData := &cliEnv{t: t, ctx: t.Context()}
+	if r := noData.code(ExitUsage, "--addresses", "not an address", "resources", "list"); !strings.HasPrefix(r.stderr, `tblimit: --addresses: invalid cluster address "not an address"`) {
+		t.Errorf("tblimit --addresses 'not an address': stderr %q", r.stderr)
 	}
 }

@@ -62,6 +62,9 @@ func (g *globalOptions) prepare(cmd *cobra.Command) error {
 	if g.timeout <= 0 {
 		return usagef("--timeout %s: must be positive", g.timeout)
 	}
+	if len(g.addresses) > 0 && cmd.Root().PersistentFlags().Changed("data") {
+		return usagef("--data is the embedded engine's data file: with --addresses, there is none (give one or the other)")
+	}
 	for _, a := range g.addresses {
 		if strings.TrimSpace(a) == "" {
 			return usagef("--addresses %q: an address is empty", strings.Join(g.addresses, ","))

@@ -217,6 +217,10 @@ func (s *spanFlags) parse() (since, until *when, err error) {
 	if until, err = parseWhenFlag("--until", s.until); err != nil {
 		return nil, nil, err
 	}
+	// Compared at a common instant: ago-durations move with it alike.
+	if now := time.Now(); since != nil && until != nil && since.time(now).After(until.time(now)) {
+		return nil, nil, usagef("--since %s is after --until %s: nothing could be listed", s.since, s.until)
+	}
 	return since, until, nil
 }
 

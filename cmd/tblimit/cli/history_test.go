@@ -67,8 +67,9 @@ func TestHistoryParsing(t *testing.T) {
 	day2 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	checkParse(t, newCmdHistory, []parseCase[historyOptions]{
 		{args: []string{"api", "alice"}, want: historyOptions{Resource: "api", User: "alice", Max: 100}},
-		{args: []string{"api", "alice", "--since", "1d", "--until", "2026-01-02", "--max", "0"},
-			want: historyOptions{Resource: "api", User: "alice", Since: &when{Ago: 24 * time.Hour}, Until: &when{At: day2}}},
+		{args: []string{"api", "alice", "--since", "2026-01-02", "--until", "1d", "--max", "0"},
+			want: historyOptions{Resource: "api", User: "alice", Since: &when{At: day2}, Until: &when{Ago: 24 * time.Hour}}},
+		{args: []string{"api", "alice", "--since", "1d", "--until", "2026-01-02"}, err: "--since 1d is after --until 2026-01-02"},
 		{args: []string{"api", "alice", "--since", "2026-01-02T00:00:00Z"}, want: historyOptions{Resource: "api", User: "alice", Since: &when{At: day2}, Max: 100}},
 		{args: []string{"api", "alice", "--since", "soon"}, err: `--since "soon": want a time`},
 		{args: []string{"api", "alice", "--until", "-5m"}, err: `--until "-5m": want a time`},

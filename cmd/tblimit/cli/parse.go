@@ -30,10 +30,15 @@ func parseAmount(s string) (uint64, error) {
 func parseLimit(s string) (uint64, error) { return parseCount(s) }
 
 func parseCount(s string) (uint64, error) {
-	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
-	if t == "" {
+	switch {
+	case s == "":
 		return 0, fmt.Errorf("%q: want a whole number", s)
+	case strings.TrimSpace(s) != s:
+		return 0, fmt.Errorf("%q: white space around the number", s)
+	case strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__"):
+		return 0, fmt.Errorf("%q: a _ goes between digits, one at a time (10_000)", s)
 	}
+	t := strings.ReplaceAll(s, "_", "")
 	if t[0] == '-' {
 		return 0, fmt.Errorf("%q: must not be negative", s)
 	}

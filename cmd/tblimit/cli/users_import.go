@@ -183,7 +183,7 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 		}
 		u := csvUser{key: key, line: line}
 		if len(rec) == 2 && strings.TrimSpace(rec[1]) != "" {
-			n, err := parseLimit(rec[1])
+			n, err := parseLimit(strings.TrimSpace(rec[1])) // a spreadsheet's "alice, 10"
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: limit %w", name, line, err)
 			}
