@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,5 +441,70 @@ func checkPNG(t *testing.T, path string) {
 	}
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 300 {
 		t.Errorf("%s is %v", path, b)
+	}
+}
+
+// TestServeAndGubernatorRows sets the rows of tblimit serve on the embedded
+// engine and of gubernator up on a tiny cell and decides on it: each admits
+// exactly the limit of the key it is asked about, and the serve row's
+// ledger.Client counts what it sent.
+func TestServeAndGubernatorRows(t *testing.T) {
+	serve, closeServe := serveContenders(time.Minute, nil, "no binary")
+	defer closeServe()
+	keys := []string{"user-0", "user-1", "user-2"}
+	for _, c := range []*contender{serve[0], gubernatorRow()} {
+		t.Run(c.name, func(t *testing.T) {
+			w := zipfWorkload(len(keys), 1.1, 3, 64, 1)
+			inst, err := c.setup(context.Background(), cell{id: 1, w: w, callers: 1, window: time.Minute, keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inst.close()
+			for _, k := range []struct{ key, calls, want int }{{0, 10, 3}, {1, 2, 2}, {0, 1, 0}} {
+				admitted := 0
+				for range k.calls {
+					ok, err := inst.allow(context.Background(), k.key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						admitted++
+					}
+				}
+				if admitted != k.want {
+					t.Errorf("%d calls for key %d: admitted %d, want %d", k.calls, k.key, admitted, k.want)
+				}
+			}
+			if inst.clientOps != nil && inst.clientOps()["create_transfers"].Events == 0 {
+				t.Errorf("client ops %+v: no transfer counted", inst.clientOps())
+			}
+		})
+	}
+	if serve[2].notRun != "no binary" {
+		t.Errorf("serve row on a real server without one: not run %q, want the reason given", serve[2].notRun)
+	}
+	serve, _ = serveContenders(2*time.Second, nil, "")
+	for _, c := range serve {
+		if !strings.Contains(c.notRun, "no whole Envoy unit") {
+			t.Errorf("%s with a window of 2s: not run %q, want no whole unit", c.name, c.notRun)
+		}
+	}
+}
+
+// TestProbeMemory probes gubernator's memory on a small cell: every key is
+// decided once on fresh daemons, and the figures are filled in.
+func TestProbeMemory(t *testing.T) {
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	id := 0
+	m, err := probeMemory(context.Background(), gubernatorRow(), cell{w: zipfWorkload(len(keys), 1.1, 5, 64, 1), window: time.Minute, keys: keys},
+		func() int { id++; return id })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Keys != len(keys) || m.TotalBytes <= m.FixedBytes || m.Per100kKeys <= 0 || id != 3 {
+		t.Errorf("probeMemory = %+v after %d cells, want %d keys, more held than fixed, 3 cells", m, id, len(keys))
 	}
 }

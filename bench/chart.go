@@ -44,6 +44,10 @@ var styles = map[string]struct {
 	"tblimit/modelled 2 limits":    {color.RGBA{0x6a, 0x3d, 0x9a, 0xff}, draw.BoxGlyph{}, false, true},
 	"redis_rate 2 limits":          {color.RGBA{0x1f, 0x77, 0xb4, 0xff}, draw.BoxGlyph{}, false, true},
 	"x/time/rate 2 limits":         {color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, draw.BoxGlyph{}, false, true},
+	"tblimit serve/embedded":       {color.RGBA{0xd6, 0x27, 0x28, 0xff}, draw.PlusGlyph{}, false, true},
+	"tblimit serve/modelled":       {color.RGBA{0x6a, 0x3d, 0x9a, 0xff}, draw.PlusGlyph{}, false, true},
+	"tblimit serve/tigerbeetle":    {color.RGBA{0x94, 0x67, 0xbd, 0xff}, draw.PlusGlyph{}, false, true},
+	"gubernator":                   {color.RGBA{0x00, 0x80, 0x80, 0xff}, draw.RingGlyph{}, false, false},
 }
 
 // chart draws decisions/s by callers, one line per contender, one panel per

@@ -227,8 +227,10 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 		return s, nil
 	}
 	real, closeReal := realContenders(getServer, tbNotRun)
+	serve, closeServe := serveContenders(cfg.Window, getServer, tbNotRun)
 	defer func() {
 		closeReal()
+		closeServe()
 		if srv != nil {
 			if err := srv.Stop(); err != nil {
 				fmt.Fprintln(log, "bench: stopping tigerbeetle:", err)
@@ -247,6 +249,8 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	all = append(all, modelledContenders()...)
 	all = append(all, redisRate(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool), xRate())
 	all = append(all, twoLimitContenders(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool)...)
+	all = append(all, serve...)
+	all = append(all, gubernatorRow())
 	var contenders []*contender
 	for _, c := range all {
 		if len(cfg.Only) == 0 || slices.Contains(cfg.Only, c.name) {
@@ -309,10 +313,15 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 					}
 				}
 			}
-			for _, rs := range runs {
-				if len(rs) > 0 {
-					rep.add(median(rs))
+			for k, rs := range runs {
+				if len(rs) == 0 {
+					continue
 				}
+				m := median(rs)
+				if w.name == "zipf" && callers == cfg.Callers[0] { // once per row and run
+					addMemory(ctx, contenders[k], m, cell{w: w, window: cfg.Window, keys: keys}, func() int { id++; return id }, log)
+				}
+				rep.add(m)
 			}
 		}
 	}

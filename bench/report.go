@@ -87,6 +87,9 @@ type result struct {
 	// Floor is the fewest transfers per admitted decision each kind of
 	// sliding window limiter could send on this cell (tblimit and raw rows).
 	Floor *floor `json:"floor,omitempty"`
+	// Memory is the live heap the row holds per active key, measured once
+	// per run on fresh instances of its own (probeMemory), or nil.
+	Memory *memoryUse `json:"memory,omitempty"`
 }
 
 // cost is the TigerBeetle events a cell's decisions sent (or an engine
@@ -387,6 +390,7 @@ func (rep *report) finish() {
 		{"tblimit/modelled" + twoLimitsSuffix, "x/time/rate" + twoLimitsSuffix},
 		{"tblimit/modelled" + twoLimitsSuffix, "redis_rate" + twoLimitsSuffix},
 	}
+	pairs = append(pairs, servePairs()...)
 	for _, r := range rep.Results {
 		for _, p := range pairs {
 			if r.Contender != p[0] || !r.ran() {
@@ -713,6 +717,8 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
 	rep.transfersText(w)
 	rep.issue14Text(w)
+	rep.serveText(w)
+	rep.memoryText(w)
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "  %-7s %s: %s\n", strings.ToUpper(t.Met), t.Target, orDash(t.Result))

@@ -25,6 +25,11 @@ Runs the benchmark harness in bench/ against:
     packages if missing, started on a free loopback port without persistence, and
     stopped on exit. Without it, the redis row says why it was not run;
   - golang.org/x/time/rate, in process;
+  - tblimit serve (Envoy's RateLimitService, recipes/ratelimit) over loopback gRPC,
+    on the embedded engine, the model and the real server, where the window is one
+    whole Envoy unit (not in the sustained set); and gubernator v2, one daemon in
+    process on loopback; the memory per 100,000 active keys of tblimit/embedded,
+    tblimit serve/embedded, gubernator and x/time/rate;
   - on the Zipf mix, rows of two limits per key (10 per second and 100 per minute,
     all-or-nothing): a tblimit recipes.Limiter (embedded and modelled), two
     x/time/rate limiters per key, and redis_rate with two limits.
@@ -42,7 +47,7 @@ targets on the real-server and modelled rows.
 
 Options:
   --quick      one round of short cells (200,000 decisions or 2 s; sustained: 3 s):
-               a smoke run of about 5 minutes (both sets)
+               a smoke run of about 6 minutes (both sets)
   --standard   run only the standard cells
   --sustained  run only the sustained cells
   -h, --help   print this help, then the harness's flags, and exit
