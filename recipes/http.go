@@ -112,28 +112,91 @@ func RequestCost(r *http.Request) Cost {
 // the response is 503 Service Unavailable with Retry-After: 1, unless the
 // stack (FailOpen) or the ledger.Client (ledger.FailOpen) fails open, in
 // which case the request goes ahead without RateLimit fields.
-func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost) func(http.Handler) http.Handler {
+//
+// The handler finds the Result with ResultOf. Options change what a
+// denial or an error answers (OnDenied, OnError) and which requests are
+// not limited at all (Exempt).
+func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	if cost == nil {
 		cost = RequestCost
 	}
+	o := middlewareOptions{denied: func(w http.ResponseWriter, _ *http.Request, res Result) { deny(w, res) },
+		failed: func(w http.ResponseWriter, _ *http.Request, err error) { httpError(w, err) }}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if o.exempt != nil && o.exempt(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			res, err := s.AllowCost(r.Context(), r, cost(r))
 			if err != nil {
-				httpError(w, err)
+				o.failed(w, r, err)
 				return
 			}
 			writeRateLimit(w.Header(), res.items())
 			switch {
 			case res.Allowed:
-				next.ServeHTTP(w, r)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
 			case res.Reason == ledger.Unavailable:
-				httpError(w, ledger.ErrUnavailable)
+				o.failed(w, r, ledger.ErrUnavailable)
 			default:
-				deny(w, res)
+				o.denied(w, r, res)
 			}
 		})
 	}
+}
+
+// MiddlewareOption changes what StackMiddleware does.
+type MiddlewareOption func(*middlewareOptions)
+
+type middlewareOptions struct {
+	denied func(http.ResponseWriter, *http.Request, Result)
+	failed func(http.ResponseWriter, *http.Request, error)
+	exempt func(*http.Request) bool
+}
+
+// OnDenied answers a denied request with f instead of 429 (or 413), such
+// as a JSON body of the API's own. The response's RateLimit fields are set
+// already; Result.RetryAfter says when to come back.
+func OnDenied(f func(w http.ResponseWriter, r *http.Request, res Result)) MiddlewareOption {
+	return func(o *middlewareOptions) { o.denied = f }
+}
+
+// OnError answers a request whose decision failed with f instead of the
+// default (400 for a malformed key or cost, 403 for a key unknown to a
+// policy that is not Lazy, 503 when the cluster is unavailable).
+func OnError(f func(w http.ResponseWriter, r *http.Request, err error)) MiddlewareOption {
+	return func(o *middlewareOptions) { o.failed = f }
+}
+
+// Exempt lets the requests f picks (health checks, an operator's keys) go
+// ahead without a decision: nothing is taken, and no RateLimit field is
+// written.
+func Exempt(f func(*http.Request) bool) MiddlewareOption {
+	return func(o *middlewareOptions) { o.exempt = f }
+}
+
+type resultKey struct{}
+
+// ResultOf returns the Result that StackMiddleware admitted r with, for a
+// handler that reports it or decides more (false outside the middleware,
+// or for an exempt request).
+func ResultOf(r *http.Request) (Result, bool) {
+	res, ok := r.Context().Value(resultKey{}).(Result)
+	return res, ok
+}
+
+// Deny answers a request that res denied as StackMiddleware does: it adds
+// res's RateLimit-Policy and RateLimit fields (to any the response has),
+// then Retry-After and 429 Too Many Requests, or 413 Content Too Large
+// when the content exceeds a bytes policy's whole limit. For a handler
+// that decides for itself (its keys are in the body, say).
+func Deny(w http.ResponseWriter, res Result) {
+	writeRateLimit(w.Header(), res.items())
+	deny(w, res)
 }
 
 // deny answers a request that res denied: 413 when its content is more

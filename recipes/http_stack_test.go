@@ -3,6 +3,7 @@ package recipes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -464,4 +465,86 @@ func warmUp(t *testing.T, c *ledger.Client) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("Ping = %v", err)
 	}
+}
+
+// A handler reaches the middleware's Result, decides more itself and
+// answers a denial as the middleware would; options answer denials and
+// errors otherwise, and exempt requests take nothing.
+func TestStackMiddlewareOptions(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		warmUp(t, c)
+		perKey := newLimiter(t, b, c, "customer", []recipes.Policy{{Name: "customer", Limit: recipes.PerMinute(2), Lazy: true}})
+		merchant := newLimiter(t, b, c, "merchant", []recipes.Policy{{Name: "merchant", Limit: recipes.PerMinute(1), Lazy: true}})
+		s, err := recipes.NewStack("api", []recipes.Layer[*http.Request]{{Limiter: perKey, Key: recipes.Header("X-Api-Key")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res, ok := recipes.ResultOf(r)
+			if exempt := r.Header.Get("X-Api-Key") == "ops"; exempt == ok {
+				t.Errorf("ResultOf in the handler, exempt %v: found %v", exempt, ok)
+			} else if !exempt && (!res.Allowed || len(res.Policies) != 1 || res.Policies[0].Policy != "customer") {
+				t.Errorf("ResultOf in the handler = %+v, %v; want the admitted Result of the customer policy", res, ok)
+			}
+			// The merchant is in the body: decided here.
+			m, err := merchant.Allow(r.Context(), r.URL.Query().Get("merchant"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !m.Allowed {
+				recipes.Deny(w, m)
+				return
+			}
+			io.WriteString(w, "paid")
+		})
+		mux := http.NewServeMux()
+		mux.Handle("/pay", recipes.StackMiddleware(s, nil, recipes.Exempt(func(r *http.Request) bool { return r.Header.Get("X-Api-Key") == "ops" }),
+			recipes.OnDenied(func(w http.ResponseWriter, _ *http.Request, res recipes.Result) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				fmt.Fprintf(w, `{"error":"slow down","policy":%q}`, res.DeniedBy)
+			}),
+			recipes.OnError(func(w http.ResponseWriter, _ *http.Request, err error) {
+				http.Error(w, `{"error":"bad key"}`, http.StatusBadRequest)
+			}))(pay))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		do := func(key, merchant string) (int, http.Header, string) {
+			t.Helper()
+			req, _ := http.NewRequest("POST", srv.URL+"/pay?merchant="+merchant, nil)
+			if key != "" {
+				req.Header.Set("X-Api-Key", key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, resp.Header, string(body)
+		}
+		if code, _, body := do("acme", "shop1"); code != 200 || body != "paid" {
+			t.Fatalf("first payment = %d %q, want 200 paid", code, body)
+		}
+		code, h, _ := do("acme", "shop1")
+		if code != 429 || h.Get("Retry-After") == "" || !strings.Contains(strings.Join(h.Values("RateLimit-Policy"), ", "), `"merchant";q=1`) {
+			t.Errorf("a second payment to the merchant = %d %v, want 429 from the handler with Retry-After and the merchant's policy", code, h)
+		}
+		if code, _, body := do("acme", "shop2"); code != 429 || body != `{"error":"slow down","policy":"customer"}` {
+			t.Errorf("a third payment = %d %q, want the OnDenied answer naming the customer policy", code, body)
+		}
+		if code, _, body := do("", "shop3"); code != 400 || !strings.Contains(body, "bad key") {
+			t.Errorf("no key = %d %q, want the OnError answer", code, body)
+		}
+		for i := range 3 { // the customer limit is 2: an exempt key is not limited by it
+			if _, h, _ := do("ops", fmt.Sprint("shop-ops-", i)); strings.Contains(strings.Join(h.Values("RateLimit-Policy"), ","), "customer") {
+				t.Errorf("an exempt request reports the customer policy: %v", h)
+			}
+		}
+		if u, err := c.Inspect(context.Background(), perKey.Resources()[0], "ops"); err == nil && u.InFlight != 0 {
+			t.Errorf("the exempt key holds %d, want nothing taken", u.InFlight)
+		}
+	})
 }
