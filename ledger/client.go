@@ -93,8 +93,20 @@ type Option func(*Client)
 // has no deadline (default 5s).
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.conn.SetTimeout(d) } }
 
-// WithUnavailable sets what decisions return when the cluster is unavailable.
-func WithUnavailable(p Policy) Option { return func(c *Client) { c.unavailable = p } }
+// WithUnavailable sets what decisions return when the cluster is
+// unavailable: ReturnError, FailOpen or FailClosed, one of them. Any other
+// value (FailOpen|FailClosed is not a policy) panics, as a programming
+// error, when the Client is built.
+func WithUnavailable(p Policy) Option {
+	return func(c *Client) {
+		switch p {
+		case ReturnError, FailOpen, FailClosed:
+			c.unavailable = p
+		default:
+			panic(fmt.Sprintf("ledger: WithUnavailable(%v): want ReturnError, FailOpen or FailClosed", p))
+		}
+	}
+}
 
 // WithMaxWaiting bounds how many calls may wait for an unresponsive cluster at
 // once (default 65536). Beyond it calls fail at once with ErrUnavailable

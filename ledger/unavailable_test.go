@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -176,4 +177,13 @@ func FuzzParseID(f *testing.F) {
 			t.Fatalf("ParseID(%q) = %v; round trip %v, %v", s, id, again, err)
 		}
 	})
+}
+
+func TestWithUnavailableRefusesNonPolicies(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "want ReturnError, FailOpen or FailClosed") {
+			t.Errorf("New with WithUnavailable(FailOpen|FailClosed) recovered %v, want a panic naming the policies", r)
+		}
+	}()
+	ledger.New(nil, ledger.WithUnavailable(ledger.FailOpen|ledger.FailClosed))
 }
