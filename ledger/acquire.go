@@ -55,8 +55,11 @@ type Request struct {
 type Reason uint8
 
 const (
+	// Undecided: no decision was made (the zero Reason, as in the Decision
+	// a call returns with its error).
+	Undecided Reason = iota
 	// Admitted: nothing was refused.
-	Admitted Reason = iota
+	Admitted
 	// LimitExceeded: the limit had fewer units left than asked for.
 	LimitExceeded
 	// InsufficientFunds: a payment's source account lacked the money.
@@ -65,9 +68,11 @@ const (
 	Unavailable
 )
 
-// String returns "admitted", "limit exceeded", "insufficient funds" or "unavailable".
+// String returns "undecided", "admitted", "limit exceeded", "insufficient funds" or "unavailable".
 func (r Reason) String() string {
 	switch r {
+	case Undecided:
+		return "undecided"
 	case Admitted:
 		return "admitted"
 	case LimitExceeded:

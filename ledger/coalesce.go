@@ -118,7 +118,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
 			amount, _ := u64(o.chain[0].Amount)
-			d := Decision{Allowed: true, ID: fromTB(g.t.ID), Timestamp: at, Limit: u.v.limit, Remaining: after,
+			d := Decision{Allowed: true, Reason: Admitted, ID: fromTB(g.t.ID), Timestamp: at, Limit: u.v.limit, Remaining: after,
 				ResetAfter: u.v.resetAfter(at)}
 			o.ds1[0] = d
 			o.ds = o.ds1[:]

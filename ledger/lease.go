@@ -126,7 +126,7 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
 		l.used += amount
 		c.leaseAdmissions.Add(1)
-		return Decision{Allowed: true, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
+		return Decision{Allowed: true, Reason: Admitted, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
 			ResetAfter: u.res.Window, ID: fromTB(l.hold.ID), Timestamp: t}, true
 	}
 	if u.v.deny(amount, t, now) {

@@ -254,7 +254,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
 	amount, _ := u64(t.Amount)
 	at := s.Timestamp
-	d := Decision{ID: fromTB(t.ID), Timestamp: at, Limit: v.limit, Remaining: v.available(at)}
+	d := Decision{ID: fromTB(t.ID), Timestamp: at, Limit: v.limit, Remaining: v.available(at), Reason: Admitted}
 	switch {
 	case !failed:
 		d.Allowed = true

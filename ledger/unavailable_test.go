@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/testenv"
 )
 
 // freeAddress returns a loopback address where nothing listens.
@@ -187,4 +188,19 @@ func TestWithUnavailableRefusesNonPolicies(t *testing.T) {
 		}
 	}()
 	ledger.New(nil, ledger.WithUnavailable(ledger.FailOpen|ledger.FailClosed))
+}
+
+// The zero Reason means no decision: the Decision a call returns with its
+// error says nothing was admitted or refused.
+func TestZeroReasonIsUndecided(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Window: time.Minute, DefaultLimit: 3, Lazy: true})
+		d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 0})
+		if err == nil || d.Reason != ledger.Undecided || d.Reason.String() != "undecided" || d.Allowed {
+			t.Errorf("Acquire of 0 units = %+v (%v), %v; want an error and an undecided Decision", d, d.Reason, err)
+		}
+		if d := acquire(t, c, r, "u", 1); !d.Allowed || d.Reason != ledger.Admitted {
+			t.Errorf("Acquire of 1 = %+v, want admitted with Reason Admitted", d)
+		}
+	})
 }

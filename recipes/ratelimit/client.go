@@ -96,7 +96,7 @@ func (c *Client) Decide(ctx context.Context, domain string, hits uint32, descrip
 
 // resultOf reads a service's response as a recipes.Result.
 func resultOf(domain string, hits uint32, descriptors [][]Entry, resp *rls.RateLimitResponse) recipes.Result {
-	res := recipes.Result{Allowed: resp.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT}
+	res := recipes.Result{Allowed: resp.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT, Reason: ledger.Admitted}
 	if !res.Allowed {
 		res.Reason = ledger.LimitExceeded
 	}
@@ -119,7 +119,7 @@ func resultOf(domain string, hits uint32, descriptors [][]Entry, resp *rls.RateL
 			}
 		}
 		reset := st.GetDurationUntilReset().AsDuration()
-		p.Decision = recipes.Decision{Allowed: res.Allowed, Limit: uint64(lim.GetRequestsPerUnit()),
+		p.Decision = recipes.Decision{Allowed: res.Allowed, Reason: ledger.Admitted, Limit: uint64(lim.GetRequestsPerUnit()),
 			Remaining: uint64(st.GetLimitRemaining()), ResetAfter: reset}
 		if st.GetCode() == rls.RateLimitResponse_OVER_LIMIT {
 			p.Decision.Reason, p.Decision.RetryAfter = ledger.LimitExceeded, reset

@@ -119,6 +119,8 @@ func decisionOut(r ledger.Resource, amount uint64, d ledger.Decision) decisionJS
 
 func reasonName(r ledger.Reason) string {
 	switch r {
+	case ledger.Undecided:
+		return "undecided"
 	case ledger.Admitted:
 		return "admitted"
 	case ledger.LimitExceeded:
