@@ -85,3 +85,15 @@ func TestKeyFormsAreOneUser(t *testing.T) {
 		}
 	})
 }
+
+func TestFormatWindow(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", time.Second: "1s", 2 * time.Second: "2s", time.Minute: "1m", 90 * time.Minute: "1h30m",
+		24 * time.Hour: "1d", 36 * time.Hour: "1d12h", 7 * 24 * time.Hour: "7d", ledger.MaxWindow: "49710d6h28m15s",
+		1500 * time.Millisecond: "1.5s", 24*time.Hour - 7*time.Millisecond: "23h59m59.993s",
+	} {
+		if got := ledger.FormatWindow(d); got != want {
+			t.Errorf("FormatWindow(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -129,7 +130,34 @@ func (r Resource) String() string {
 	if r.Kind == Money {
 		s += fmt.Sprintf(", currency ledger %d", r.Currency)
 	}
-	return s + fmt.Sprintf("): %d per %s", r.DefaultLimit, r.Window)
+	return s + fmt.Sprintf("): %d per %s", r.DefaultLimit, FormatWindow(r.Window))
+}
+
+// FormatWindow writes a window as people and the CLI's flags and files
+// write one: its days, hours, minutes and seconds that are not zero ("2s",
+// "1m", "1h30m", "1d", "1d12h"), and "0s" for none. A window that is not
+// whole seconds (which no Resource has) shows its fraction ("1.5s").
+func FormatWindow(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
+		if n := d / u.d; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.d
+		}
+	}
+	switch {
+	case d%time.Second == 0 && d > 0:
+		fmt.Fprintf(&b, "%ds", d/time.Second)
+	case d > 0:
+		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s")
+	}
+	return b.String()
 }
 
 // WindowSeconds converts a window to TigerBeetle's timeout: a whole number of

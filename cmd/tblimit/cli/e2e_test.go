@@ -274,7 +274,7 @@ func TestResources(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--kind", "requests", "--ledger", "1", "--window", "2m", "--limit", "10"}, "differs in name (api, not api2), window (1m0s, not 2m0s)"},
+		{[]string{"--kind", "requests", "--ledger", "1", "--window", "2m", "--limit", "10"}, "differs in name (api, not api2), window (1m, not 2m)"},
 		{[]string{"--kind", "requests", "--ledger", "840", "--window", "2m", "--limit", "10"}, "currency ledger of resource usd"},
 	} {
 		r := e.code(ExitError, append([]string{"resources", "create", "api2"}, c.args...)...)
@@ -294,7 +294,7 @@ func TestResources(t *testing.T) {
 	if len(list.Resources) != 2 || list.Resources[0].Name != "api" || list.Resources[1].CurrencyLedger != 840 {
 		t.Fatalf("list = %+v", list)
 	}
-	if out := e.ok("resources", "list"); out != "api\trequests\t1\t1m0s\t10\ttrue\t-\nusd\tmoney\t3\t1d\t1000\tfalse\t840\n" {
+	if out := e.ok("resources", "list"); out != "api\trequests\t1\t1m\t10\ttrue\t-\nusd\tmoney\t3\t1d\t1000\tfalse\t840\n" {
 		t.Errorf("resources list (not a terminal) = %q, want tab-separated lines", out)
 	}
 	var show resourceJSON

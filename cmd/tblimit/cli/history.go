@@ -93,7 +93,7 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 }
 
 func printHistory(p *printer, out historyJSON) {
-	if p.tty || len(out.Admissions) == 0 {
+	if p.tty { // for scripts: rows only, none for an empty history
 		p.printf("%q on %s: %s, the newest first\n", out.User, out.Resource, plural(len(out.Admissions), "admission"))
 	}
 	rows := make([][]string, len(out.Admissions))

@@ -3,7 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tblimit/tblimit/ledger"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -137,15 +139,13 @@ func (p *printer) paint(color, s string) string {
 }
 
 // seconds converts a duration to fractional seconds for JSON.
-func seconds(d time.Duration) float64 { return d.Seconds() }
+// seconds is d in seconds for JSON, to the microsecond: no float noise
+// (1.921992, not 1.9219921709999999).
+func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1e6) / 1e6 }
 
-// human prints a duration for people, rounded to the millisecond.
-func human(d time.Duration) string {
-	if d <= 0 {
-		return "0s"
-	}
-	return d.Round(time.Millisecond).String()
-}
+// human prints a duration for people, rounded to the millisecond, in the
+// form windows are written ("1d", "23h59m59.993s").
+func human(d time.Duration) string { return ledger.FormatWindow(d.Round(time.Millisecond)) }
 
 // progress draws a progress bar on a terminal; elsewhere it does nothing.
 type progress struct {

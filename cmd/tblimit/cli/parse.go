@@ -124,17 +124,9 @@ func parseDays(t string) (time.Duration, error) {
 	return d + r, nil
 }
 
-// formatWindow prints a window as parseWindow reads it: days first, when
-// there are any ("1d", "1d12h0m0s"), then as Go prints durations.
-func formatWindow(d time.Duration) string {
-	switch {
-	case d < day:
-		return d.String()
-	case d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	}
-	return fmt.Sprintf("%dd%s", d/day, d%day)
-}
+// formatWindow prints a window as parseWindow reads it ("2s", "1m",
+// "1d12h"): the same form everywhere.
+func formatWindow(d time.Duration) string { return ledger.FormatWindow(d) }
 
 // keyArg applies the key rule (ledger.NormalizeKey) to the user key
 // argument name (USER, KEY...), and returns the key as the ledger uses it.

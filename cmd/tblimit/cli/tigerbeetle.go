@@ -89,20 +89,20 @@ const (
 // processes are alive but that did not answer in time (busy, all its client sessions in
 // use, or too few replicas up).
 type serverJSON struct {
-	Running     bool     `json:"running"`              // a process the state file records is alive
-	Answering   bool     `json:"answering"`            // and the cluster answered within --timeout
-	PID         int      `json:"pid,omitempty"`        // the supervising tblimit process
-	ServerPID   int      `json:"server_pid,omitempty"` // replica 0's
+	Running     bool     `json:"running"`    // a process the state file records is alive
+	Answering   bool     `json:"answering"`  // and the cluster answered within --timeout
+	PID         int      `json:"pid"`        // the supervising tblimit process
+	ServerPID   int      `json:"server_pid"` // replica 0's
 	Addresses   []string `json:"addresses"`
 	ClusterID   uint64   `json:"cluster_id"`
 	Dir         string   `json:"dir"`
-	DataFile    string   `json:"data_file,omitempty"` // replica 0's
-	LogFile     string   `json:"log_file,omitempty"`
+	DataFile    string   `json:"data_file"` // replica 0's
+	LogFile     string   `json:"log_file"`
 	Development bool     `json:"development"`
 	// ClientConnections is how many client connections each replica
 	// accepts (its sessions are a cluster's 64 in any case).
-	ClientConnections int           `json:"client_connections,omitempty"`
-	Started           string        `json:"started,omitempty"`
+	ClientConnections int           `json:"client_connections"`
+	Started           string        `json:"started"`
 	Replicas          []replicaJSON `json:"replicas"`
 
 	pingErr error // why it is not answering, for the text output

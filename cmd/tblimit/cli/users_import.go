@@ -120,8 +120,8 @@ func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
 	sum.Seconds = took.Seconds()
 	p := opts.Printer()
 	return p.emit(sum, func() {
-		p.printf("imported %s into %s: %d users, %d added, %d changed, %d unchanged in %s\n",
-			name, sum.Resource, sum.Users, sum.Added, sum.Changed, sum.Unchanged, human(took))
+		p.printf("imported %s into %s: %s, %d added, %d changed, %d unchanged in %s\n",
+			name, sum.Resource, plural(sum.Users, "user"), sum.Added, sum.Changed, sum.Unchanged, human(took))
 	})
 }
 

@@ -62,7 +62,7 @@ func usersResetRun(ctx context.Context, opts *usersResetOptions) error {
 	}
 	p := opts.Printer()
 	return p.emit(out, func() {
-		p.printf("reset %q on %s: %d reservations voided; limit %d, %d in flight, %d available\n",
-			opts.Key, out.Resource, out.Ended, out.Limit, out.InFlight, out.Available)
+		p.printf("reset %q on %s: %s voided; limit %d, %d in flight, %d available\n",
+			opts.Key, out.Resource, plural(out.Ended, "reservation"), out.Limit, out.InFlight, out.Available)
 	})
 }
