@@ -66,7 +66,7 @@ func (c *Client) Audit(ctx context.Context, r Resource, key string, from, to tim
 }
 
 // AuditAccount is Audit for the user whose limit account on r is id (as
-// Users lists it): for a user whose key is not stored (keys over 16 bytes).
+// Users lists it): for a user whose key is not kept (see UserInfo.Key).
 func (c *Client) AuditAccount(ctx context.Context, r Resource, id ID, from, to time.Time) (Audit, error) {
 	if err := r.Validate(); err != nil {
 		return Audit{}, err

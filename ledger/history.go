@@ -82,7 +82,7 @@ type Paid struct {
 	// ID is the payment's transfer on the currency ledger.
 	ID ID
 	// To is the account paid on the currency ledger, and ToKey its user's
-	// key when the account stores it (keys of at most 16 bytes), else "".
+	// key ("" for a long key kept by no name account: see Users).
 	To    ID
 	ToKey string
 	// Amount is how much was paid, in the currency's smallest unit, and
@@ -313,14 +313,22 @@ func (c *Client) payees(ctx context.Context, currency uint32, paid map[ID][]*Pai
 	if err != nil {
 		return err
 	}
+	var unnamed []ID
 	for _, a := range as {
 		key := keyFromUserData(a.UserData128)
 		if key == "" || CurrencyUserID(currency, key) != fromTB(a.ID) {
+			unnamed = append(unnamed, fromTB(a.ID))
 			continue
 		}
 		for _, p := range paid[fromTB(a.ID)] {
 			p.ToKey = key
 		}
 	}
-	return nil
+	long, err := c.longKeys(ctx, currency, unnamed, func(key string) ID { return CurrencyUserID(currency, key) })
+	for id, key := range long {
+		for _, p := range paid[id] {
+			p.ToKey = key
+		}
+	}
+	return err
 }

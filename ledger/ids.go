@@ -92,6 +92,7 @@ const (
 	codeCurrencyOperator = 3000
 	codeCurrencyUser     = 3001
 	codeMarkers          = 4000 // the accounts key markers move nothing between
+	codeKeyName          = 4001 // a part of a key too long for its user account (see nameAccounts)
 )
 
 // Transfer codes: what every transfer written by this package is for, so
@@ -128,6 +129,7 @@ const (
 	roleBusinessKey
 	roleKeyRequest
 	roleMarkerAccount
+	roleKeyName
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16

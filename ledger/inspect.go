@@ -132,8 +132,9 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 type UserInfo struct {
 	// ID is the user's account.
 	ID ID
-	// Key is the user's key when it is at most 16 bytes (longer keys are
-	// not stored, only their hash in ID).
+	// Key is the user's key: kept in the user's account (16 bytes at
+	// most) or in name accounts beside it (longer keys); "" for a long key
+	// provisioned by a version of tblimit that did not keep it.
 	Key string
 	// Limit, InFlight and Available are as in Usage.
 	Limit, InFlight, Available uint64
@@ -149,6 +150,7 @@ func (c *Client) Users(ctx context.Context, r Resource) ([]UserInfo, error) {
 		return nil, err
 	}
 	out := make([]UserInfo, 0, len(as))
+	var unnamed []ID
 	for _, a := range as {
 		b, err := balanceOf(a)
 		if err != nil {
@@ -158,7 +160,19 @@ func (c *Client) Users(ctx context.Context, r Resource) ([]UserInfo, error) {
 		if key != "" && UserID(r.Ledger, key) != fromTB(a.ID) {
 			key = ""
 		}
+		if key == "" {
+			unnamed = append(unnamed, fromTB(a.ID))
+		}
 		out = append(out, UserInfo{ID: fromTB(a.ID), Key: key, Limit: b.Limit, InFlight: b.InFlight, Available: b.Available})
+	}
+	long, err := c.longKeys(ctx, r.Ledger, unnamed, func(key string) ID { return UserID(r.Ledger, key) })
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if k, ok := long[out[i].ID]; ok {
+			out[i].Key = k
+		}
 	}
 	return out, nil
 }

@@ -251,20 +251,27 @@ func provisionTransfer(r Resource, key string, limit uint64) tb.Transfer {
 
 func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLimit, ensure bool) error {
 	accounts := make([]tb.Account, 0, 2*len(users))
-	for _, u := range users {
+	of := make([]int, 0, 2*len(users)) // the user each account is of
+	first := make([]int, len(users))   // where each user's limit account is
+	for i, u := range users {
+		first[i] = len(accounts)
 		accounts = append(accounts, userAccount(r, u.Key))
+		accounts = append(accounts, nameAccounts(r.Ledger, UserID(r.Ledger, u.Key), u.Key)...)
 		if r.Kind == Money {
 			accounts = append(accounts, currencyAccount(r.Currency, u.Key))
+			accounts = append(accounts, nameAccounts(r.Currency, CurrencyUserID(r.Currency, u.Key), u.Key)...)
+		}
+		for len(of) < len(accounts) {
+			of = append(of, i)
 		}
 	}
 	ares, err := c.conn.CreateAccounts(ctx, accounts)
 	if err != nil {
 		return err
 	}
-	per := len(accounts) / len(users)
 	for i, s := range ares {
 		if s.Status != tb.AccountCreated && s.Status != tb.AccountExists {
-			return fmt.Errorf("ledger: provision %q: %w", users[i/per].Key, accountStatusError(i, s.Status))
+			return fmt.Errorf("ledger: provision %q: %w", users[of[i]].Key, accountStatusError(i, s.Status))
 		}
 	}
 	transfers := make([]tb.Transfer, len(users))
@@ -281,7 +288,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		}
 		// An account this call created and credited holds nothing else:
 		// the Client knows all of it.
-		if ares[i*per].Status == tb.AccountCreated && s.Status == tb.TransferCreated {
+		if ares[first[i]].Status == tb.AccountCreated && s.Status == tb.TransferCreated {
 			c.users.knownLimit(r, users[i].Key, users[i].Limit, true, c.localNow())
 		}
 	}

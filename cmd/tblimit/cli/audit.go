@@ -44,8 +44,8 @@ counts as the lease, from when it was taken; leases admit by design up to a
 lease more than the limit in a window.
 
 Exits 0 when every user was within its limit and 4 when one was over (the
-table says who and where). A user whose key is longer than 16 bytes (not
-stored with its account) is listed by its account.`,
+table says who and where). A user provisioned with a long key by an older
+tblimit, which did not keep it, is listed by its account.`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: f.completeResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -157,7 +157,7 @@ type auditJSON struct {
 }
 
 type auditUserJSON struct {
-	User         string   `json:"user"` // "" for a key that is not stored (over 16 bytes)
+	User         string   `json:"user"` // "" for a long key provisioned before keys were kept
 	ID           string   `json:"id"`   // the user's account
 	OK           bool     `json:"ok"`
 	Limit        uint64   `json:"limit"` // the user's limit now

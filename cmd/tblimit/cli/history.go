@@ -154,7 +154,7 @@ type keptJSON struct {
 // paymentJSON is the payment made with a money reservation.
 type paymentJSON struct {
 	ID        string `json:"id"`
-	To        string `json:"to"`         // the payee's key; "" when not stored (longer than 16 bytes)
+	To        string `json:"to"`         // the payee's key
 	ToAccount string `json:"to_account"` // the payee's currency account
 	Amount    uint64 `json:"amount"`
 	Time      string `json:"time"`

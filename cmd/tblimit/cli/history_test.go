@@ -235,15 +235,15 @@ func TestAuditCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "3", "--lazy")
-	long := strings.Repeat("k", 20) // not stored with its account
+	long := strings.Repeat("k", 20) // kept in name accounts, beside its account
 	for _, u := range []string{"alice", "bob", long} {
 		e.ok("acquire", "api", u, "3")
 	}
 	var a auditJSON
 	r := e.code(ExitOK, "-o", "json", "audit", "api")
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || !a.OK || len(a.Users) != 3 || len(a.Unaudited) != 0 ||
-		a.Users[2].User != "" || a.Users[2].ID != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {
-		t.Fatalf("audit = %s, %v; want alice, bob and the long key (by its account) within their limits", r.stdout, err)
+		a.Users[2].User != long || a.Users[2].ID != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {
+		t.Fatalf("audit = %s, %v; want alice, bob and the long key (named, and its account) within their limits", r.stdout, err)
 	}
 	bobFirst := a.Users[1].WindowStart
 	if r.stderr != "" {

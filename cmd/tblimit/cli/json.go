@@ -73,7 +73,7 @@ type usersJSON struct {
 }
 
 type userListJSON struct {
-	User      string `json:"user"` // "" for keys longer than 16 bytes, which are not stored
+	User      string `json:"user"` // "" for a long key provisioned before keys were kept
 	ID        string `json:"id"`   // the user's limit account
 	Limit     uint64 `json:"limit"`
 	InFlight  uint64 `json:"in_flight"`
