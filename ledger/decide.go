@@ -136,6 +136,24 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			o.merge = false
 			continue
 		case o.ds != nil:
+			if !provisioned && !o.ds[0].Allowed && o.ds[0].Reason == LimitExceeded {
+				uncredited, err := c.uncredited(ctx, o, holds)
+				if err != nil {
+					return nil, err
+				}
+				if len(uncredited) > 0 {
+					// Being provisioned elsewhere (or left half-made by a
+					// crash): finish it, idempotently, and decide again.
+					if err := c.provisionLazy(ctx, holds, uncredited); err != nil {
+						return nil, err
+					}
+					provisioned = true
+					if err := c.again(ctx, o); err != nil {
+						return nil, err
+					}
+					continue
+				}
+			}
 			return o.ds, c.exactRetryAfter(ctx, o)
 		case spent(o.decision()) && attempts < maxAttempts:
 			if err := c.again(ctx, o); err != nil {
@@ -390,6 +408,60 @@ func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) err
 		}
 	}
 	return nil
+}
+
+// uncredited returns the holds of a denied chain that came to their
+// user's account before its limit did: the account of a lazy user is
+// created, then credited (two requests), and a hold of another caller or
+// process that lands between the two is refused for want of credits that
+// were on their way. Such a denial is no denial: the caller provisions
+// (idempotently) and decides again. It is told by the user's provisioning
+// transfer, missing or stamped after the hold. Only users whose limit this
+// Client does not know are looked at: after their first decisions, never.
+func (c *Client) uncredited(ctx context.Context, o *op, holds []Hold) ([]int, error) {
+	var idx, out []int
+	var ids []tb.Uint128
+	var at []uint64
+	k := -1
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		k++
+		h := holds[k]
+		if !h.Resource.Lazy || e.i >= len(o.res) || classify(o.res[e.i].Status) != outDenied {
+			continue // a merged op has no result of its own (see coalesce)
+		}
+		held := o.res[e.i].Timestamp
+		e.u.mu.Lock()
+		known, credited := e.u.v.limitKnown, e.u.creditedAt()
+		e.u.mu.Unlock()
+		switch {
+		case credited > held:
+			out = append(out, k) // this Client credited it, after the hold came
+		case !known:
+			idx = append(idx, k)
+			ids = append(ids, derive(roleProvision, h.Resource.Ledger, h.Request.User).tb())
+			at = append(at, held)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ts, err := c.conn.LookupTransfers(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	credited := map[tb.Uint128]uint64{}
+	for _, t := range ts {
+		credited[t.ID] = t.Timestamp
+	}
+	for j, i := range idx {
+		if when, ok := credited[ids[j]]; !ok || when > at[j] {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // missing explains why user key has no account on r: there is no such

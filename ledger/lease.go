@@ -75,7 +75,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 	counted, planned := false, req.Limit == 0
 	for {
 		u.lock()
-		if !planned && (u.planning != nil || !u.hasLimit(req.Limit)) {
+		if !planned && (u.planning() != nil || !u.hasLimit(req.Limit)) {
 			u.mu.Unlock()
 			if err := c.plan(ctx, u, &h); err != nil {
 				return Decision{}, err

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"errors"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
 // plan gives user u the limit h asks for (Request.Limit), when it is known
@@ -19,7 +21,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 	}
 	for {
 		u.mu.Lock() // not lock: a check changes nothing
-		if ch := u.planning; ch != nil {
+		if ch := u.planning(); ch != nil {
 			u.mu.Unlock()
 			select {
 			case <-ch:
@@ -35,11 +37,11 @@ func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
 		known := u.v.limitKnown
 		u.withdraw() // the limit changes
 		ch := make(chan struct{})
-		u.planning = ch
+		u.rarely().planning = ch
 		u.mu.Unlock()
 		err := c.replan(ctx, u, h, known)
 		u.lock()
-		u.planning = nil
+		u.rare.planning = nil
 		close(ch)
 		u.mu.Unlock()
 		return err
@@ -54,6 +56,13 @@ func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error
 		a, ok, err := c.lookupAccount(ctx, u.id)
 		if err != nil || !ok {
 			return err // missing: lazy provisioning gives it the plan
+		}
+		if h.Resource.Lazy && uncreditedAccount(a) {
+			// Created, never credited: a provisioning under way (another
+			// caller's, another process's) or cut short. Its limit is not
+			// 0: finish the provisioning with the plan's (idempotent), not
+			// a SetLimit from 0 that the provisioning's credit would race.
+			return c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: want}}, true)
 		}
 		b, err := balanceOf(a)
 		if err != nil {
@@ -77,3 +86,10 @@ func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error
 // hasLimit says whether this Client knows u's limit to be limit. u.mu is
 // held.
 func (u *user) hasLimit(limit uint64) bool { return u.v.limitKnown && u.v.limit == limit }
+
+// uncreditedAccount reports whether a user's account was never credited
+// nor debited: created by a provisioning whose credit has not landed yet
+// (or never will: one cut short), so its limit is not known to be 0.
+func uncreditedAccount(a tb.Account) bool {
+	return a.CreditsPosted == (tb.Uint128{}) && a.DebitsPosted == (tb.Uint128{})
+}

@@ -156,7 +156,9 @@ func (c *Client) read(us []*user) {
 	for i, u := range us {
 		u.lock()
 		u.v.queued = false
-		if err == nil && !fromTB(accounts[i].ID).IsZero() {
+		// An account of a lazy resource never credited is being
+		// provisioned (see uncredited): its limit is not 0, it is unknown.
+		if err == nil && !fromTB(accounts[i].ID).IsZero() && !(u.res.Lazy && uncreditedAccount(accounts[i])) {
 			if b, berr := balanceOf(accounts[i]); berr == nil {
 				u.v.read(b.Limit, b.InFlight, t, span)
 				u.v.readLocal = now

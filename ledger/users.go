@@ -26,10 +26,47 @@ type user struct {
 	v      view   // u.mu
 	lease  *lease // u.mu; nil unless WithLeases took one
 	key    string // its key on res.Ledger, normalised
-	// planning, while not nil, is closed when a change of the user's limit
-	// to its plan ends (u.mu).
+	// rare holds what few users need, in a struct of its own so that a
+	// user stays 256 bytes (u.mu); nil for most.
+	rare *rareUser
+	res  Resource
+}
+
+// rareUser is what a user seldom needs.
+type rareUser struct {
+	// planning, while not nil, is closed when a change of the user's
+	// limit to its plan ends.
 	planning chan struct{}
-	res      Resource
+	// credited is the cluster time its limit was first credited, as this
+	// Client provisioned it (0: not known): a hold refused before then
+	// was refused for want of a credit on its way (see uncredited).
+	credited uint64
+}
+
+// rarely returns u.rare, made if need be. u.mu is held.
+func (u *user) rarely() *rareUser {
+	if u.rare == nil {
+		u.rare = &rareUser{}
+	}
+	return u.rare
+}
+
+// planning returns the channel of the plan change under way, or nil.
+// u.mu is held.
+func (u *user) planning() chan struct{} {
+	if u.rare == nil {
+		return nil
+	}
+	return u.rare.planning
+}
+
+// creditedAt returns when this Client saw u's limit first credited, or 0.
+// u.mu is held.
+func (u *user) creditedAt() uint64 {
+	if u.rare == nil {
+		return 0
+	}
+	return u.rare.credited
 }
 
 // lock takes u.mu for anything but a local denial or a plan's check: a
@@ -235,6 +272,16 @@ func (us *users) forget(ledger uint32, key string) {
 // a fresh account (fresh: nothing can be in flight yet), so that its view
 // is complete.
 // now is this Client's clock.
+// credited records that key's limit on r was first credited at cluster
+// time at (its provisioning transfer's timestamp): a hold refused before
+// then was refused for want of a credit on its way (see uncredited).
+func (us *users) credited(r Resource, key string, at uint64) {
+	u := us.get(r, key)
+	u.mu.Lock() // not lock: the view is as it was
+	u.rarely().credited = at
+	u.mu.Unlock()
+}
+
 func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
 	u := us.get(r, key)
 	u.lock()
