@@ -126,7 +126,7 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 // is provisioned and the chain sent again (once); an unanswered call goes
 // to the Client's Policy.
 func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, error) {
-	for provisioned, attempts := false, 0; ; attempts++ {
+	for provisioned, recredited, attempts := false, false, 0; ; attempts++ {
 		if err := c.submit(ctx, o); err != nil {
 			return c.unavailableDecisions(o, err)
 		}
@@ -136,7 +136,7 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			o.merge = false
 			continue
 		case o.ds != nil:
-			if !provisioned && !o.ds[0].Allowed && o.ds[0].Reason == LimitExceeded {
+			if !recredited && !o.ds[0].Allowed && o.ds[0].Reason == LimitExceeded {
 				uncredited, err := c.uncredited(ctx, o, holds)
 				if err != nil {
 					return nil, err
@@ -147,7 +147,7 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 					if err := c.provisionLazy(ctx, holds, uncredited); err != nil {
 						return nil, err
 					}
-					provisioned = true
+					recredited = true
 					if err := c.again(ctx, o); err != nil {
 						return nil, err
 					}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -423,7 +424,7 @@ func startChild(cmd *exec.Cmd) (*child, error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err := startRetryingBusy(cmd); err != nil {
 			started <- err
 			return
 		}
@@ -435,6 +436,25 @@ func startChild(cmd *exec.Cmd) (*child, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// startRetryingBusy starts cmd, again for a while when its executable is
+// "text file busy": a script just written (a test's stand-in binary) whose
+// write descriptor a process forked meanwhile by another goroutine still
+// holds until it execs (golang/go#22315).
+func startRetryingBusy(cmd *exec.Cmd) error {
+	for delay := time.Millisecond; ; delay *= 2 {
+		err := cmd.Start()
+		if !errors.Is(err, syscall.ETXTBSY) || delay > 500*time.Millisecond {
+			return err
+		}
+		time.Sleep(delay)
+		// A failed Start may not be retried on the same Cmd.
+		next := exec.Command(cmd.Path, cmd.Args[1:]...)
+		next.Env, next.Dir, next.Stdin, next.Stdout, next.Stderr = cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr
+		next.ExtraFiles, next.SysProcAttr, next.WaitDelay = cmd.ExtraFiles, cmd.SysProcAttr, cmd.WaitDelay
+		*cmd = *next
+	}
 }
 
 func commandLine(cmd *exec.Cmd) string {
