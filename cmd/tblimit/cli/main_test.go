@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHung) == "1" {
 		os.Exit(hungServer())
 	}
+	if os.Getenv(envFleet) != "" {
+		os.Exit(fleetMember(os.Getenv(envFleet)))
+	}
 	if os.Getenv(envMain) == "1" {
 		os.Exit(int(Main()))
 	}
