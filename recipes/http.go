@@ -82,7 +82,9 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 
 // RequestCost is StackMiddleware's default cost: one request, and its
 // Content-Length in bytes. A body of unknown length (chunked) counts 0
-// bytes here; give a cost function of your own to count it otherwise.
+// bytes here, and StackMiddleware with this default refuses it (411)
+// where a policy counts content bytes; give a cost function of your own
+// to count it otherwise.
 func RequestCost(r *http.Request) Cost {
 	return Cost{Requests: 1, Bytes: uint64(max(r.ContentLength, 0))}
 }
@@ -117,8 +119,17 @@ func RequestCost(r *http.Request) Cost {
 // denial or an error answers (OnDenied, OnError) and which requests are
 // not limited at all (Exempt).
 func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	// With the default cost, a body of unknown length (chunked) cannot be
+	// counted before it is read: where a policy counts content bytes, it
+	// is refused with 411 Length Required rather than let through uncounted.
+	needLength := false
 	if cost == nil {
 		cost = RequestCost
+		for _, ly := range s.layers {
+			for _, p := range ly.Limiter.policies {
+				needLength = needLength || p.Unit == ContentBytes
+			}
+		}
 	}
 	o := middlewareOptions{denied: func(w http.ResponseWriter, _ *http.Request, res Result) { deny(w, res) },
 		failed: func(w http.ResponseWriter, _ *http.Request, err error) { httpError(w, err) }}
@@ -129,6 +140,10 @@ func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost, opt
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if o.exempt != nil && o.exempt(r) {
 				next.ServeHTTP(w, r)
+				return
+			}
+			if needLength && r.ContentLength < 0 {
+				http.Error(w, "a body of unknown length cannot be counted against a bytes limit: send Content-Length", http.StatusLengthRequired)
 				return
 			}
 			res, err := s.AllowCost(r.Context(), r, cost(r))

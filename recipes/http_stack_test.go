@@ -548,3 +548,55 @@ func TestStackMiddlewareOptions(t *testing.T) {
 		}
 	})
 }
+
+// A body of unknown length (chunked) cannot be counted before it is read:
+// under a bytes policy and the default cost it is refused with 411, where
+// the same body with its Content-Length is decided (413 over the whole
+// limit); without a bytes policy it goes ahead.
+func TestStackMiddlewareChunkedBody(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		warmUp(t, c)
+		upload := newLimiter(t, b, c, "upload", []recipes.Policy{{Name: "upload", Limit: recipes.Bytes(1000).Per(time.Minute), Lazy: true}})
+		calls := newLimiter(t, b, c, "calls", []recipes.Policy{{Name: "calls", Limit: recipes.PerMinute(100), Lazy: true}})
+		bytesStack, err := recipes.NewStack("bytes", []recipes.Layer[*http.Request]{{Limiter: upload, Key: recipes.Const("all")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		callStack, err := recipes.NewStack("calls", []recipes.Layer[*http.Request]{{Limiter: calls, Key: recipes.Const("all")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+		mux := http.NewServeMux()
+		mux.Handle("/bytes", recipes.StackMiddleware(bytesStack, nil)(ok))
+		mux.Handle("/calls", recipes.StackMiddleware(callStack, nil)(ok))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		post := func(path string, chunked bool) int {
+			t.Helper()
+			body := strings.Repeat("x", 1200)
+			req, _ := http.NewRequest("POST", srv.URL+path, io.MultiReader(strings.NewReader(body)))
+			if !chunked {
+				req.ContentLength = int64(len(body))
+			} else {
+				req.ContentLength = -1
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, c := range []struct {
+			path    string
+			chunked bool
+			want    int
+		}{{"/bytes", true, 411}, {"/bytes", false, 413}, {"/calls", true, 200}} {
+			if got := post(c.path, c.chunked); got != c.want {
+				t.Errorf("POST %s of 1200 bytes, chunked %v = %d, want %d", c.path, c.chunked, got, c.want)
+			}
+		}
+	})
+}
