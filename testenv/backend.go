@@ -10,15 +10,16 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/ledger/simnet"
 )
 
 // Backend is one engine a conformance test body runs on: the embedded engine or a real
 // tigerbeetle server. Each creates one per subtest.
 type Backend struct {
-	// Name is "embedded" or "tigerbeetle", the name of the subtest.
+	// Name is "embedded", "modelled" or "tigerbeetle", the name of the subtest.
 	Name string
-	// Real is true for a real server, where time passes for real and expiry may lag by up
-	// to about 100 ms.
+	// Real is true for the backends in real time, shared by the package's tests: a real
+	// server, where expiry may lag by up to about 100 ms, and the modelled one.
 	Real bool
 	// Client is a fresh client for this subtest, closed when it ends. On a real server it
 	// talks to the package's shared server (see Shared): tests see each other's data unless
@@ -72,10 +73,14 @@ func (b *Backend) NewLedger() uint32 {
 	}
 }
 
-// Each runs f as two subtests: "embedded", always, on a fresh embedded engine whose manual
-// clock starts at the current time; and "tigerbeetle", on the package's shared server
-// (Shared), skipped under -short or when no binary is found. The package's TestMain must
-// call Main.
+// Each runs f as three subtests: "embedded", always, on a fresh embedded engine whose manual
+// clock starts at the current time; "modelled", on an embedded engine shared by every test
+// of the package, as a real server is, in real time, behind the costs of a real server's
+// client (simnet.RealServer0179, with the first request's registration), so that a test
+// that only passes on a fresh engine, or with microsecond round trips, fails without a
+// server too; and "tigerbeetle", on the package's shared server (Shared). The last two are
+// Real backends, skipped under -short; the last also when no binary is found. The
+// package's TestMain must call Main.
 func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 	t.Helper()
 	t.Run("embedded", func(t *testing.T) {
@@ -84,10 +89,43 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		t.Cleanup(engine.Close)
 		f(t, &Backend{Name: "embedded", Client: engine, clock: clock})
 	})
+	t.Run("modelled", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: the modelled server runs in real time")
+		}
+		sc := simnet.New(sharedEngine(), modelledServer)
+		t.Cleanup(sc.Close)
+		f(t, &Backend{Name: "modelled", Real: true, Client: sc})
+	})
 	t.Run("tigerbeetle", func(t *testing.T) {
 		srv := Shared(t)
 		f(t, &Backend{Name: "tigerbeetle", Real: true, Client: srv.Client(t)})
 	})
+}
+
+// modelledServer is what the modelled backend's requests cost: a real
+// 0.17.9 server's, and its first request the session's registration.
+var modelledServer = func() simnet.Model {
+	m := simnet.RealServer0179
+	m.Name += ", registering"
+	m.Register = 450 * time.Millisecond
+	return m
+}()
+
+// engine is the embedded engine the modelled backend's tests share.
+var engine struct {
+	once sync.Once
+	e    *embedded.Engine
+}
+
+// sharedEngine returns the package's shared engine, made on first use and
+// closed by Main.
+func sharedEngine() *embedded.Engine {
+	engine.once.Do(func() {
+		engine.e = embedded.New()
+		track(func() error { engine.e.Close(); return nil }, func() error { return nil })
+	})
+	return engine.e
 }
 
 // InTime runs body with window w and, on a real server, again with twice the window (up to

@@ -11,14 +11,14 @@ import (
 	"github.com/tblimit/tblimit/testenv/launch"
 )
 
-func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
+func TestEachRunsTheBodyOnEveryBackend(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]bool{}
 	Each(t, func(t *testing.T, b *Backend) {
 		mu.Lock()
 		ran[b.Name] = true
 		mu.Unlock()
-		if want := b.Name == "tigerbeetle"; b.Real != want {
+		if want := b.Name != "embedded"; b.Real != want {
 			t.Errorf("Real = %v for %s", b.Real, b.Name)
 		}
 		ledger := b.NewLedger()
@@ -52,6 +52,9 @@ func TestEachRunsTheBodyOnBothEngines(t *testing.T) {
 	})
 	if !ran["embedded"] {
 		t.Error("the embedded subtest did not run")
+	}
+	if ran["modelled"] == testing.Short() {
+		t.Errorf("the modelled subtest ran %v under -short %v: want it always, but under -short", ran["modelled"], testing.Short())
 	}
 	if _, err := launch.FindBinary(""); err != nil || testing.Short() {
 		if ran["tigerbeetle"] {

@@ -3,6 +3,7 @@ package simnet
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -17,13 +18,13 @@ import (
 //
 // Create one with New and share it between goroutines, as a real client is
 // shared; the zero value is not usable. Close ends it (it does not close the
-// wrapped client). Nop, answered by a real client without a request, goes
-// straight to the wrapped client.
+// wrapped client). Nop costs a round trip of its own (see Client.Nop).
 type Client struct {
-	tb   tb.Client
-	clk  clock
-	rng  *rand.Rand    // the dispatcher's only
-	debt time.Duration // compaction owed (see Model); the dispatcher's only
+	tb         tb.Client
+	clk        clock
+	rng        *rand.Rand    // the dispatcher's only
+	debt       time.Duration // compaction owed (see Model); the dispatcher's only
+	registered atomic.Bool   // the first request or Nop was sent (see Model.Register)
 
 	mu      sync.Mutex
 	wake    *sync.Cond // the dispatcher waits on it for a request to send
@@ -276,6 +277,9 @@ func (c *Client) serve(r *request, start time.Time, m *Model, f *Faults, release
 	}
 	took := c.clk.Now().Sub(t0)
 	cost := m.cost(r.op, o, c.rng, &c.debt)
+	if !c.registered.Swap(true) {
+		cost += m.Register
+	}
 	if f.Delay > 0 {
 		cost += time.Duration(c.rng.Int64N(int64(f.Delay)))
 	}

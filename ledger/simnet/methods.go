@@ -81,15 +81,21 @@ func (c *Client) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent
 	return query(c, GetChangeEvents, filter.Limit, func() ([]tb.ChangeEvent, error) { return c.tb.GetChangeEvents(filter) })
 }
 
-// Nop goes straight to the wrapped client: the real client answers it
-// without a request. It fails once the Client is closed.
+// Nop costs a round trip (and the first one the session's registration,
+// Model.Register), as the real client's, which goes to the cluster, and
+// then goes to the wrapped client. It fails once the Client is closed.
 func (c *Client) Nop() error {
 	c.mu.Lock()
-	closed := c.closed
+	closed, m := c.closed, c.model
 	c.mu.Unlock()
 	if closed {
 		return tb.ErrClientClosed
 	}
+	cost := m.RoundTrip
+	if !c.registered.Swap(true) {
+		cost += m.Register
+	}
+	c.clk.SleepUntil(c.clk.Now().Add(cost), c.closing)
 	return c.tb.Nop()
 }
 

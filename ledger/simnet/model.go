@@ -44,6 +44,11 @@ type Model struct {
 	// BatchSizeLimit is the largest request body the server accepts, in
 	// bytes: 0 means ProductionBatchSizeLimit.
 	BatchSizeLimit int
+	// Register is added to a Client's first request: a real client
+	// registers its session with the cluster before its first call is
+	// answered (0.4-0.6 s measured on a 0.17.9 server, with the
+	// connection).
+	Register time.Duration
 }
 
 // Cost is what the server spends on requests of one operation.
