@@ -28,3 +28,9 @@ func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
 func (b *Bandwidth) AllowN(ctx context.Context, key string, size uint64) (Decision, error) {
 	return b.c.Acquire(ctx, b.res, ledger.Request{User: key, Amount: size})
 }
+
+// WaitN blocks until user key may transfer size bytes, or ctx ends (see
+// RequestRate.WaitN).
+func (b *Bandwidth) WaitN(ctx context.Context, key string, size uint64) (Decision, error) {
+	return b.waitN(ctx, key, size)
+}

@@ -234,31 +234,53 @@ const (
 // wait decides until parts are admitted, sleeping until RetryAfter
 // between tries.
 func (d *decider) wait(ctx context.Context, parts []part) (Result, error) {
+	var res Result
+	err := waitLoop(ctx, d.name, d.sleep, func() (refusal, error) {
+		var err error
+		res, err = d.decide(ctx, parts)
+		return refusal{admitted: res.Allowed, unavailable: res.Reason == ledger.Unavailable, retryAfter: res.RetryAfter, by: res.DeniedBy}, err
+	})
+	return res, err
+}
+
+// refusal is what a Wait's loop needs of a decision.
+type refusal struct {
+	admitted, unavailable bool
+	retryAfter            time.Duration
+	by                    string // the policy that refused, for errors
+}
+
+// waitLoop runs try until it admits, fails, or ctx ends: after a denial it
+// sleeps until its RetryAfter (at least minPause, doubling up to maxPause
+// while tries find nothing returned), and returns at once when waiting
+// cannot help (the cost exceeds the whole limit, or ctx's deadline comes
+// first). Every Wait of the recipes ends here.
+func waitLoop(ctx context.Context, name string, sleep func(context.Context, time.Duration) error, try func() (refusal, error)) error {
 	floor := minPause
 	for {
 		if err := ctx.Err(); err != nil {
-			return Result{}, err
+			return err
 		}
-		res, err := d.decide(ctx, parts)
+		r, err := try()
 		switch {
-		case err != nil || res.Allowed:
-			return res, err
-		case res.Reason == ledger.Unavailable:
-			return res, fmt.Errorf("recipes: %s: %w (denied while it did not answer)", d.name, ledger.ErrUnavailable)
-		case res.RetryAfter < 0:
-			return res, fmt.Errorf("%w: %s: policy %q", ErrExceedsLimit, d.name, res.DeniedBy)
+		case err != nil || r.admitted:
+			return err
+		case r.unavailable:
+			return fmt.Errorf("recipes: %s: %w (denied while it did not answer)", name, ledger.ErrUnavailable)
+		case r.retryAfter < 0:
+			return fmt.Errorf("%w: %s: policy %q", ErrExceedsLimit, name, r.by)
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < res.RetryAfter {
-			return res, fmt.Errorf("%w: %s: policy %q admits in %v at the earliest", ErrWouldExceedDeadline, d.name, res.DeniedBy, res.RetryAfter)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < r.retryAfter {
+			return fmt.Errorf("%w: %s: policy %q admits in %v at the earliest", ErrWouldExceedDeadline, name, r.by, r.retryAfter)
 		}
-		pause := res.RetryAfter
+		pause := r.retryAfter
 		if pause < floor {
 			pause, floor = floor, min(2*floor, maxPause)
 		} else {
 			floor = minPause
 		}
-		if err := d.sleep(ctx, pause); err != nil {
-			return res, err
+		if err := sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
 }

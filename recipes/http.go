@@ -291,3 +291,12 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 func seconds(d time.Duration) string {
 	return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
 }
+
+// Middleware limits an HTTP handler with l alone, keyed by key: a Stack of
+// one layer under StackMiddleware, with the same cost function (nil:
+// RequestCost), fields and statuses. The package's Middleware is the same
+// for the single-limit recipes (RequestRate, Bandwidth).
+func (l *Limiter) Middleware(key KeyFunc, cost func(*http.Request) Cost, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	s := &Stack[*http.Request]{d: newDecider(l.d.c, l.d.name, l.d.options), layers: []Layer[*http.Request]{{Limiter: l, Key: key}}}
+	return StackMiddleware(s, cost, opts...)
+}

@@ -600,3 +600,26 @@ func TestStackMiddlewareChunkedBody(t *testing.T) {
 		}
 	})
 }
+
+// A Limiter has a middleware of its own, a stack of one.
+func TestLimiterMiddleware(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		warmUp(t, c)
+		l := newLimiter(t, b, c, "api", []recipes.Policy{{Name: "api", Limit: recipes.PerMinute(1), Lazy: true}})
+		srv := httptest.NewServer(l.Middleware(recipes.Header("X-Api-Key"), nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+		t.Cleanup(srv.Close)
+		for i, want := range []int{200, 429} {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			req.Header.Set("X-Api-Key", "k")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want || resp.Header.Get("RateLimit-Policy") != `"api";q=1;w=60` {
+				t.Errorf("request %d = %d %v, want %d with the policy's fields", i, resp.StatusCode, resp.Header, want)
+			}
+		}
+	})
+}

@@ -32,3 +32,16 @@ func (r *RequestRate) Allow(ctx context.Context, key string) (Decision, error) {
 func (r *RequestRate) AllowN(ctx context.Context, key string, n uint64) (Decision, error) {
 	return r.c.Acquire(ctx, r.res, ledger.Request{User: key, Amount: n})
 }
+
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (r *RequestRate) Wait(ctx context.Context, key string) (Decision, error) {
+	return r.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until n requests of user key are admitted, or ctx ends, as
+// Limiter.WaitN does: each try is a decision; it returns at once with
+// ErrWouldExceedDeadline when ctx's deadline comes before the units
+// return, and ErrExceedsLimit when n is more than the whole limit.
+func (r *RequestRate) WaitN(ctx context.Context, key string, n uint64) (Decision, error) {
+	return r.waitN(ctx, key, n)
+}

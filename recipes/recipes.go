@@ -69,5 +69,30 @@ func (l *limiter) Inspect(ctx context.Context, key string) (Usage, error) {
 	return l.c.Inspect(ctx, l.res, key)
 }
 
+// Peek reports what user key has left, taking nothing, as Limiter.Peek
+// does for each of its policies: it is Inspect, under the name every
+// recipe gives it.
+func (l *limiter) Peek(ctx context.Context, key string) (Usage, error) {
+	return l.c.Inspect(ctx, l.res, key)
+}
+
+// Reset gives back at once every unit user key holds, as an operator's
+// act that the audit trail shows (see ledger.Client.Reset), and returns
+// how many holds it ended.
+func (l *limiter) Reset(ctx context.Context, key string) (int, error) {
+	return l.c.Reset(ctx, l.res, key)
+}
+
+// waitN blocks until user key is admitted n units (see Limiter.WaitCost).
+func (l *limiter) waitN(ctx context.Context, key string, n uint64) (Decision, error) {
+	var d Decision
+	err := waitLoop(ctx, l.res.Name, sleepCtx, func() (refusal, error) {
+		var err error
+		d, err = l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})
+		return refusal{admitted: d.Allowed, unavailable: d.Reason == ledger.Unavailable, retryAfter: d.RetryAfter, by: l.res.Name}, err
+	})
+	return d, err
+}
+
 // Window returns how long an admitted unit counts against the limit.
 func (l *limiter) Window() time.Duration { return l.res.Window }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/testenv"
 )
@@ -280,4 +281,51 @@ func TestPayID(t *testing.T) {
 			t.Fatalf("carol holds %d, %v; want 300: paid once", f, err)
 		}
 	})
+}
+
+// The single-limit recipes speak the Limiter's vocabulary: Wait, Peek and
+// Reset.
+func TestRecipesWaitPeekReset(t *testing.T) {
+	c := ledger.New(embedded.New()) // real time: Wait sleeps for real
+	rr, err := recipes.NewRequestRate(c, recipes.Config{Name: "rr", Ledger: 1, Lazy: true}, recipes.PerSecond(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw, err := recipes.NewBandwidth(c, recipes.Config{Name: "bw", Ledger: 2, Lazy: true}, recipes.Bytes(100).Per(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, create := range []func(context.Context) error{rr.Create, bw.Create} {
+		if err := create(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if d, err := rr.Wait(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("Wait with room = %+v, %v", d, err)
+		}
+	}
+	if u, err := rr.Peek(ctx, "k"); err != nil || u.InFlight != 2 || u.Available != 0 {
+		t.Fatalf("Peek = %+v, %v; want 2 in flight, none available", u, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = rr.Wait(short, "k")
+	cancel()
+	if !errors.Is(err, recipes.ErrWouldExceedDeadline) {
+		t.Errorf("Wait with a 100 ms deadline and a unit back in about 1 s = %v, want ErrWouldExceedDeadline", err)
+	}
+	start := time.Now()
+	if d, err := rr.Wait(ctx, "k"); err != nil || !d.Allowed || time.Since(start) < 500*time.Millisecond {
+		t.Errorf("Wait = %+v, %v after %v; want admitted once a unit returned", d, err, time.Since(start))
+	}
+	if _, err := bw.WaitN(ctx, "k", 101); !errors.Is(err, recipes.ErrExceedsLimit) {
+		t.Errorf("WaitN of 101 bytes under 100 = %v, want ErrExceedsLimit", err)
+	}
+	if n, err := rr.Reset(ctx, "k"); err != nil || n == 0 {
+		t.Errorf("Reset = %d, %v; want the holds ended", n, err)
+	}
+	if d, err := rr.Allow(ctx, "k"); err != nil || !d.Allowed {
+		t.Errorf("Allow after Reset = %+v, %v; want admitted", d, err)
+	}
 }
