@@ -109,6 +109,7 @@ const (
 	codePayment    = 21 // user -> destination on the currency ledger
 	codeFund       = 22 // currency operator -> user
 	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see again)
+	codeCarry      = 12 // user -> operator, pending: units in flight on another resource, carried over (see Migrate)
 )
 
 // Roles keep the derived IDs of different purposes apart.
@@ -130,6 +131,7 @@ const (
 	roleKeyRequest
 	roleMarkerAccount
 	roleKeyName
+	roleCarry
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16

@@ -21,9 +21,10 @@ func newCmdResources(f *factory) *cobra.Command {
 or money per window. It is identified by its name or its ledger number.
 
 Resources cannot be changed once created (their definition is stored in an
-immutable TigerBeetle account): per-user limits can (tblimit users set-limit).`,
+immutable TigerBeetle account): per-user limits can (tblimit users set-limit), and
+users move to a new resource with tblimit resources migrate.`,
 	})
-	cmd.AddCommand(newCmdResourcesCreate(f, nil), newCmdResourcesList(f, nil), newCmdResourcesShow(f, nil))
+	cmd.AddCommand(newCmdResourcesCreate(f, nil), newCmdResourcesList(f, nil), newCmdResourcesShow(f, nil), newCmdResourcesMigrate(f, nil))
 	return cmd
 }
 

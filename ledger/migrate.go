@@ -1,0 +1,147 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
+
+// A resource's definition (window, default limit) cannot change: it lives
+// in an immutable account. To move to another, create it on a new ledger
+// and Migrate the users, which loses nothing in flight; see Migrate.
+
+// Migrated is what Migrate did for one user.
+type Migrated struct {
+	// Key is the user's key.
+	Key string
+	// Limit is its limit on the new resource.
+	Limit uint64
+	// Carried counts the holds carried over by this call (an earlier call
+	// carried the others); CarriedUnits their units.
+	Carried      int
+	CarriedUnits uint64
+}
+
+// Migrate moves user key from resource from to resource to: the user gets
+// an account on to with limit (0: to's default), and the units it holds on
+// from are carried over, as pending transfers on to that return when the
+// units return on from (to the second, never earlier). So a window of to
+// counts the units from admitted within it: nothing in flight is lost.
+// Carried holds are named after the holds they carry, so Migrate may run
+// again (from any process) and carries only what was taken since; run it
+// once before the callers move to to, and once after, for what they took
+// on from meanwhile. A user holding more on from than its new limit has
+// the holds that return last carried, up to the limit: the rest return on
+// from as they would have, and no window of to holds more than the larger
+// of the two limits, as when a limit is lowered (see SetLimit). from and
+// to must be resources of one kind, on other ledgers.
+func (c *Client) Migrate(ctx context.Context, from, to Resource, key string, limit uint64) (Migrated, error) {
+	switch {
+	case from.Ledger == to.Ledger:
+		return Migrated{}, fmt.Errorf("%w: migrate %s to itself", ErrInvalidResource, from.Name)
+	case from.Kind != to.Kind:
+		return Migrated{}, fmt.Errorf("%w: migrate %s (%s) to %s (%s): not one kind", ErrInvalidResource, from.Name, from.Kind, to.Name, to.Kind)
+	}
+	if err := c.checkResource(ctx, to); err != nil {
+		return Migrated{}, err
+	}
+	key, err := NormalizeKey(key)
+	if err != nil {
+		return Migrated{}, err
+	}
+	if limit == 0 {
+		limit = to.DefaultLimit
+	}
+	flights, err := c.Flights(ctx, from, key, 0)
+	if err != nil {
+		return Migrated{}, err
+	}
+	m := Migrated{Key: key, Limit: limit}
+	if err := c.Provision(ctx, to, UserLimit{Key: key, Limit: limit}); err != nil {
+		return m, err
+	}
+	m.Carried, m.CarriedUnits, err = c.carry(ctx, to, key, flights)
+	return m, err
+}
+
+// carry creates on to, for user key, holds for flights (from another
+// resource) that an earlier call did not carry, each returning when its
+// flight returns, the latest first, as far as the user's available units
+// on to allow.
+func (c *Client) carry(ctx context.Context, to Resource, key string, flights []Flight) (n int, units uint64, err error) {
+	now := c.now()
+	live := flights[:0:0]
+	for _, f := range flights {
+		if f.Returns.After(now) {
+			live = append(live, f)
+		}
+	}
+	if len(live) == 0 {
+		return 0, 0, nil
+	}
+	carryID := func(f Flight) tb.Uint128 { return derive(roleCarry, to.Ledger, string(f.ID[:])).tb() }
+	ids := make([]tb.Uint128, len(live))
+	for i, f := range live {
+		ids[i] = carryID(f)
+	}
+	found, err := c.conn.LookupTransfers(ctx, ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	done := map[tb.Uint128]bool{}
+	for _, t := range found {
+		done[t.ID] = true
+	}
+	u, err := c.Inspect(ctx, to, key) // counts what was carried already
+	if err != nil {
+		return 0, 0, err
+	}
+	budget := u.Available
+	slices.SortFunc(live, func(a, b Flight) int { return b.Returns.Compare(a.Returns) })
+	var ts []tb.Transfer
+	for _, f := range live {
+		if done[carryID(f)] || budget == 0 {
+			continue
+		}
+		amount := min(f.Amount, budget)
+		budget -= amount
+		secs := uint32(min((f.Returns.Sub(now)+time.Second-1)/time.Second, time.Duration(1<<32-1)))
+		ts = append(ts, tb.Transfer{
+			ID:              carryID(f),
+			DebitAccountID:  UserID(to.Ledger, key).tb(),
+			CreditAccountID: OperatorID(to.Ledger).tb(),
+			Amount:          tb.ToUint128(amount),
+			UserData64:      f.Ref,
+			Timeout:         secs,
+			Ledger:          to.Ledger,
+			Code:            codeCarry,
+			Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+		})
+	}
+	if len(ts) == 0 {
+		return 0, 0, nil
+	}
+	res, err := c.conn.CreateTransfers(ctx, ts)
+	if err != nil {
+		return 0, 0, err
+	}
+	var errs []error
+	for i, s := range res {
+		switch s.Status {
+		case tb.TransferCreated:
+			n++
+			amount, _ := u64(ts[i].Amount)
+			units += amount
+		case tb.TransferExceedsCredits, tb.TransferExistsWithDifferentAmount, tb.TransferExistsWithDifferentTimeout:
+			// Another process carried or took them at once: as far as room goes.
+		default:
+			errs = append(errs, fmt.Errorf("ledger: carry a hold of %q: %w", key, transferStatusError(i, s.Status)))
+		}
+	}
+	c.users.forget(to.Ledger, key) // units in flight this Client did not take
+	return n, units, errors.Join(errs...)
+}
