@@ -353,12 +353,7 @@ func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, 
 			return nil, transferStatusError(i, s.Status)
 		}
 	}
-	k := -1
-	for _, e := range o.events {
-		if !e.decide {
-			continue
-		}
-		k++
+	for k, e := range o.deciding() {
 		h := holds[k]
 		switch classify(o.res[e.i].Status) {
 		case outNoUser:
@@ -422,12 +417,7 @@ func (c *Client) uncredited(ctx context.Context, o *op, holds []Hold) ([]int, er
 	var idx, out []int
 	var ids []tb.Uint128
 	var at []uint64
-	k := -1
-	for _, e := range o.events {
-		if !e.decide {
-			continue
-		}
-		k++
+	for k, e := range o.deciding() {
 		h := holds[k]
 		if !h.Resource.Lazy || e.i >= len(o.res) || classify(o.res[e.i].Status) != outDenied {
 			continue // a merged op has no result of its own (see coalesce)

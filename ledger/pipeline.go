@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"iter"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -60,6 +61,23 @@ type opEvent struct {
 	i      int   // index in chain
 	u      *user // the user whose limit account it debits
 	decide bool  // the caller wants a Decision for this hold
+}
+
+// deciding yields the events of o's deciding holds, each with its index
+// among them (that of its Hold in the caller's holds).
+func (o *op) deciding() iter.Seq2[int, opEvent] {
+	return func(yield func(int, opEvent) bool) {
+		k := 0
+		for _, e := range o.events {
+			if !e.decide {
+				continue
+			}
+			if !yield(k, e) {
+				return
+			}
+			k++
+		}
+	}
 }
 
 // hold adds a hold to o that the caller wants a decision for.
