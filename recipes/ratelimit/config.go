@@ -127,6 +127,7 @@ type Config struct {
 	domains map[string]*level
 	rules   []*Rule
 	files   []string
+	digest  [32]byte // of the files' names and contents (see digestOf)
 }
 
 // Rules returns every rule of c, in the order of its files and lines.
@@ -151,17 +152,9 @@ func (c *Config) Files() []string { return slices.Clone(c.files) }
 // refused naming the field tblimit does not support; every problem is an
 // error wrapping ErrConfig that names file:line.
 func LoadConfig(path string) (*Config, error) {
-	files, err := configFiles(path)
+	files, srcs, err := readConfig(path)
 	if err != nil {
 		return nil, err
-	}
-	srcs := make(map[string][]byte, len(files))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		srcs[f] = b
 	}
 	return ParseConfig(files, srcs)
 }
@@ -196,7 +189,7 @@ func configFiles(path string) ([]string, error) {
 
 // ParseConfig parses the files named in order, whose contents srcs holds.
 func ParseConfig(files []string, srcs map[string][]byte) (*Config, error) {
-	c := &Config{domains: map[string]*level{}, files: slices.Clone(files)}
+	c := &Config{domains: map[string]*level{}, files: slices.Clone(files), digest: digestOf(files, srcs)}
 	for _, f := range files {
 		if err := c.parseFile(f, srcs[f]); err != nil {
 			return nil, err

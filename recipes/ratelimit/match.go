@@ -60,6 +60,9 @@ func glob(parts []string, s string) bool {
 	return strings.HasSuffix(s, parts[last])
 }
 
+// hasDomain reports whether c has rules of domain.
+func (c *Config) hasDomain(domain string) bool { return c.domains[domain] != nil }
+
 // lookup finds the rule that a descriptor of domain meets, as
 // envoyproxy/ratelimit does: level by level, each entry of the descriptor
 // against the level of the same depth, the most specific match first; the

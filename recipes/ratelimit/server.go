@@ -83,7 +83,8 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /healthcheck", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /rlconfig", s.serveConfig)
-	s.http = &http.Server{Handler: mux, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: mux, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
 }
 
@@ -125,7 +126,11 @@ func (s *Server) Serve(grpcLn, httpLn net.Listener) error {
 	for range n {
 		if err := <-errs; err != nil && first == nil {
 			first = err
-			go s.Shutdown(context.Background())
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				s.Shutdown(ctx)
+			}()
 		}
 	}
 	return first
@@ -134,6 +139,10 @@ func (s *Server) Serve(grpcLn, httpLn net.Listener) error {
 // Shutdown stops accepting calls (health says NOT_SERVING at once), lets
 // the calls in flight finish until ctx is done, then closes every
 // connection.
+//
+// When it returns, no call is still deciding: those cut off at the deadline
+// have returned (their callers' connections closed), so the ledger.Client
+// under the Service may be closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.setServing(false)
 	done := make(chan struct{})
@@ -142,12 +151,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(done)
 	}()
 	herr := s.http.Shutdown(ctx)
+	if herr != nil {
+		s.http.Close() // the deadline passed: close what is still open
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
 		s.grpc.Stop()
 		<-done
 	}
+	s.svc.drain()
 	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) && !errors.Is(herr, context.Canceled) {
 		return herr
 	}
@@ -198,8 +211,10 @@ func httpStatus(c codes.Code) int {
 		return http.StatusServiceUnavailable
 	case codes.DeadlineExceeded:
 		return http.StatusGatewayTimeout
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
+	case codes.ResourceExhausted: // overloaded, not over a limit
+		return http.StatusServiceUnavailable
+	case codes.Canceled:
+		return http.StatusRequestTimeout // the caller gave up
 	}
 	return http.StatusInternalServerError
 }

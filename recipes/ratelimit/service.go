@@ -148,6 +148,16 @@ func (s *Service) Load(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
+// drain waits until no call is deciding: each holds a place in waiting.
+func (s *Service) drain() {
+	for range cap(s.waiting) {
+		s.waiting <- struct{}{}
+	}
+	for range cap(s.waiting) {
+		<-s.waiting
+	}
+}
+
 // Config returns the configuration in force and when it was loaded.
 func (s *Service) Config() (*Config, time.Time) {
 	st := s.state.Load()
@@ -221,10 +231,11 @@ func nextLedger(l uint32) uint32 {
 // per-descriptor limit override): a rule of its domain and keys, created
 // on first use.
 func (s *Service) override(ctx context.Context, domain string, entries []Entry, lim *rlcommon.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
-	u := Unit(lim.GetUnit())
-	if u.Window() == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", lim.GetUnit())
+	raw := lim.GetUnit()
+	if raw < 1 || raw > 7 {
+		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", raw)
 	}
+	u := Unit(raw)
 	spec := domain + "\x00override"
 	key := domain
 	for _, e := range entries {
@@ -247,9 +258,16 @@ func (s *Service) override(ctx context.Context, domain string, entries []Entry, 
 	if prev := s.overrides[spec]; prev != nil {
 		return prev, nil
 	}
+	if len(s.overrides) >= maxOverrides {
+		return nil, status.Errorf(codes.InvalidArgument, "more than %d distinct limit overrides (domain, keys, unit): refused", maxOverrides)
+	}
 	s.overrides[spec] = rl
 	return rl, nil
 }
+
+// maxOverrides bounds the rules of Envoy's per-descriptor limits a Service
+// keeps: each is a resource in the cluster, and callers make them.
+const maxOverrides = 10_000
 
 // item is one descriptor of a request on its way to a decision.
 type item struct {
@@ -257,13 +275,21 @@ type item struct {
 	limit  uint32 // the rule's, or the descriptor's override
 	user   string
 	metric string
-	hits   uint64
-	part   int // its index in the chain, or -1
+	hits   uint64 // 0: check only (a descriptor's own hits_addend of 0)
+	part   int    // its index in the chain; or partNone, partRefused, partCheck
 }
 
+// What becomes of an item that is not in the chain.
+const (
+	partNone    = -1 // no rule limits it (none met, unlimited, replaced)
+	partRefused = -2 // its hits can never fit (a limit of 0, or under the hits): refused without the cluster
+	partCheck   = -3 // check only: read, nothing taken
+)
+
 // ShouldRateLimit decides req: every descriptor that meets a rule with a
-// limit takes its hits (hits_addend, 0 meaning 1) from it, as one chain,
-// all or none. See the package documentation for the answer's fields.
+// limit takes its hits from it (the request's hits_addend, 0 meaning 1, or
+// the descriptor's own, where 0 checks without taking), as one chain, all
+// or none. See the package documentation for the answer's fields.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
 	select {
 	case s.waiting <- struct{}{}:
@@ -279,18 +305,35 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	case len(req.GetDescriptors()) > MaxDescriptors:
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
+	// Everything the cluster is asked ends before the caller's deadline.
+	ctx, cancel := answerBefore(ctx)
+	defer cancel()
+	resp, err := s.decide(ctx, req)
+	if err != nil && s.opts.failOpen && errors.Is(err, ledger.ErrUnavailable) {
+		return okResponse(len(req.GetDescriptors())), nil
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// decide is ShouldRateLimit's work.
+func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
 	items, err := s.match(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	resp := &rls.RateLimitResponse{OverallCode: rls.RateLimitResponse_OK, Statuses: make([]*rls.RateLimitResponse_DescriptorStatus, len(items))}
+	resp := okResponse(len(items))
 	for i, it := range items {
-		resp.Statuses[i] = &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
 		if it.rule != nil && it.rule.Unlimited {
 			resp.Statuses[i].LimitRemaining = math.MaxUint32
 		}
 	}
-	if zeroDenied(items, resp, s.stats) {
+	if err := s.check(ctx, items, resp); err != nil {
+		return nil, err
+	}
+	if refusedLocally(items, resp, s.stats) {
 		return resp, nil
 	}
 	parts := make([]recipes.Part, 0, len(items))
@@ -306,14 +349,21 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	if len(parts) == 0 {
 		return resp, nil
 	}
-	dctx, cancel := answerBefore(ctx)
-	defer cancel()
-	res, err := s.group.Allow(dctx, parts)
+	res, err := s.group.Allow(ctx, parts)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	s.answer(items, res, resp)
 	return resp, nil
+}
+
+// okResponse is an answer of OK for n descriptors.
+func okResponse(n int) *rls.RateLimitResponse {
+	resp := &rls.RateLimitResponse{OverallCode: rls.RateLimitResponse_OK, Statuses: make([]*rls.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
+	}
+	return resp
 }
 
 // answerBefore bounds a decision so that it ends before the caller's
@@ -330,32 +380,31 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // match finds the rule of each descriptor of req, drops those other rules
-// of the request replace, and marks the descriptors to decide (part 0)
-// and those a rule limits to 0 (part -2).
+// of the request replace, and sorts the descriptors: to decide in the
+// chain (part 0), refused without the cluster, checked only, or not limited.
 func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item, error) {
 	st := s.state.Load()
 	items := make([]item, len(req.GetDescriptors()))
 	replaced := map[string]bool{}
 	for i, d := range req.GetDescriptors() {
 		it := &items[i]
-		it.part = -1
+		it.part = partNone
 		entries := make([]Entry, len(d.GetEntries()))
+		values := make([]string, len(entries))
 		for j, e := range d.GetEntries() {
-			entries[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}
+			entries[j], values[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}, e.GetValue()
 		}
-		it.hits = uint64(req.GetHitsAddend())
+		it.hits = max(uint64(req.GetHitsAddend()), 1)
 		if h := d.GetHitsAddend(); h != nil {
-			it.hits = h.GetValue()
+			it.hits = h.GetValue() // 0: check only, as Envoy asks at a request's start
 		}
-		it.hits = max(it.hits, 1)
 		if lim := d.GetLimit(); lim != nil && len(entries) > 0 {
+			if !st.cfg.hasDomain(req.GetDomain()) {
+				continue // as envoyproxy/ratelimit: an unknown domain limits nothing
+			}
 			rl, err := s.override(ctx, req.GetDomain(), entries, lim)
 			if err != nil {
-				return nil, grpcError(err)
-			}
-			values := make([]string, len(entries))
-			for j, e := range entries {
-				values[j] = e.Value
+				return nil, err
 			}
 			it.rule, it.limit, it.user, it.metric = rl, lim.GetRequestsPerUnit(), UserKey(values), rl.Key
 			continue
@@ -365,14 +414,14 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 			continue
 		}
 		it.user, it.metric = m.user, m.metric
+		for _, name := range m.rule.Replaces {
+			replaced[name] = true
+		}
 		if m.rule.Unlimited {
 			it.rule = &rule{Rule: m.rule}
 			continue
 		}
 		it.rule, it.limit = st.rules[m.rule], m.rule.RequestsPerUnit
-		for _, name := range m.rule.Replaces {
-			replaced[name] = true
-		}
 	}
 	for i := range items {
 		it := &items[i]
@@ -380,8 +429,10 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 		case it.rule == nil || it.rule.Unlimited:
 		case it.rule.Name != "" && replaced[it.rule.Name]:
 			it.rule = nil
-		case it.limit == 0:
-			it.part = -2
+		case it.hits == 0:
+			it.part = partCheck
+		case it.limit == 0 || it.hits > uint64(it.limit):
+			it.part = partRefused
 		default:
 			it.part = 0
 		}
@@ -389,34 +440,79 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 	return items, nil
 }
 
-// zeroDenied answers a request that a rule with a limit of 0 denies (one
-// not in shadow mode): nothing is asked of the cluster, since nothing can
-// be taken; the other descriptors report their limit only. A rule in
-// shadow mode limited to 0 is counted, and left out.
-func zeroDenied(items []item, resp *rls.RateLimitResponse, st *stats) bool {
-	denied := false
+// check reads what each check-only descriptor has left, taking nothing:
+// over the limit when nothing is left, as envoyproxy/ratelimit answers an
+// increment of 0 at the limit. One enforcing descriptor over its limit
+// refuses the request, and the chain is not sent.
+func (s *Service) check(ctx context.Context, items []item, resp *rls.RateLimitResponse) error {
 	for i := range items {
 		it := &items[i]
-		if it.part != -2 {
+		if it.part != partCheck {
+			continue
+		}
+		it.part = partNone
+		u, err := it.rule.limiter.Peek(ctx, it.user)
+		if err != nil {
+			return err
+		}
+		ds := resp.Statuses[i]
+		ds.CurrentLimit = currentLimit(it)
+		left := u[0].Available
+		if u[0].Limit == 0 && u[0].InFlight == 0 {
+			left = uint64(it.limit) // a user never seen: all of its limit
+		}
+		ds.LimitRemaining = uint32(min(left, math.MaxUint32))
+		ds.DurationUntilReset = durationpb.New(u[0].ResetAfter)
+		if left == 0 {
+			if it.rule.ShadowMode {
+				s.stats.count(it, outcomeShadow)
+				continue
+			}
+			s.stats.count(it, outcomeOver)
+			ds.Code = rls.RateLimitResponse_OVER_LIMIT
+			it.part = partRefused // refuses the request: nothing taken elsewhere
+			continue
+		}
+		s.stats.count(it, outcomeWithin)
+	}
+	return nil
+}
+
+// refusedLocally answers a request that a descriptor refuses without the
+// cluster (a limit of 0, more hits than the whole limit, or a check-only
+// descriptor at its limit; shadow_mode rules excepted): nothing is asked
+// of the cluster, since nothing may be taken; the other descriptors report
+// their limit only. A rule in shadow mode that would refuse is counted,
+// and left out.
+func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
+	refused := false
+	for i := range items {
+		it := &items[i]
+		if it.part != partRefused {
+			continue
+		}
+		if resp.Statuses[i].Code == rls.RateLimitResponse_OVER_LIMIT {
+			refused = true // a check-only descriptor at its limit: counted already
 			continue
 		}
 		if it.rule.ShadowMode {
 			st.count(it, outcomeShadow)
-			it.part = -1
+			it.part = partNone
 			continue
 		}
 		st.count(it, outcomeOver)
-		denied = true
+		refused = true
 		resp.Statuses[i].Code = rls.RateLimitResponse_OVER_LIMIT
-		resp.Statuses[i].CurrentLimit = currentLimit(it)
+		resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
 	}
-	if !denied {
+	if !refused {
 		return false
 	}
 	resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
 	for i := range items {
 		if items[i].part >= 0 {
 			resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
+			st.count(&items[i], outcomeNotTaken)
 		}
 	}
 	return true
@@ -424,11 +520,11 @@ func zeroDenied(items []item, resp *rls.RateLimitResponse, st *stats) bool {
 
 // answer fills resp from the chain's result.
 func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitResponse) {
-	if res.Reason == ledger.Unavailable {
-		return // failing open: OK, and nothing is known
-	}
 	if !res.Allowed {
 		resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
+	}
+	if res.Reason == ledger.Unavailable {
+		return // the cluster did not answer: the failure policy decided, nothing is known
 	}
 	for i := range items {
 		it := &items[i]
@@ -452,7 +548,9 @@ func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitRe
 		case refused:
 			ds.Code = rls.RateLimitResponse_OVER_LIMIT
 			s.stats.count(it, outcomeOver)
-		case d.Allowed && float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
+		case !d.Allowed:
+			s.stats.count(it, outcomeNotTaken) // it fitted; another refused
+		case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
 			s.stats.count(it, outcomeNear)
 		default:
 			s.stats.count(it, outcomeWithin)

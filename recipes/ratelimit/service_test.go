@@ -16,6 +16,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -217,6 +218,10 @@ domain: DOMAIN
 descriptors:
   - key: ldap
     rate_limit: {unlimited: true}
+  - key: trusted
+    rate_limit: {unlimited: true, replaces: [{name: blocked}]}
+  - key: blocked
+    rate_limit: {name: blocked, unit: second, requests_per_unit: 0}
   - key: remote_address
     rate_limit: {unit: second, requests_per_unit: 10}
   - key: remote_address
@@ -242,6 +247,9 @@ descriptors:
 		r := e.ask(desc("ldap", "x"), desc("nothing", "here"), desc())
 		if codesOf(r) != "OK: OK OK OK" || r.GetStatuses()[0].GetLimitRemaining() != math.MaxUint32 || r.GetStatuses()[1].GetCurrentLimit() != nil {
 			t.Fatalf("unlimited, unmatched, empty = %v", r)
+		}
+		if r := e.ask(desc("trusted", "t"), desc("blocked", "b")); codesOf(r) != "OK: OK OK" {
+			t.Errorf("an unlimited rule replacing a blocking one = %s, want OK: OK OK", codesOf(r))
 		}
 		if r := e.ask(desc("remote_address", "50.0.0.5"), desc("remote_address", "50.0.0.6")); codesOf(r) != "OVER_LIMIT: OVER_LIMIT OK" {
 			t.Errorf("a blocked address with another = %s, want OVER_LIMIT: OVER_LIMIT OK", codesOf(r))
@@ -351,15 +359,28 @@ descriptors:
 		if got := e.ask(desc("k", "v")).GetStatuses()[0].GetLimitRemaining(); got != 2 {
 			t.Errorf("after the refused 2^32-1 hits: %d remaining, want 2", got)
 		}
-		// A descriptor's own hits_addend, and 0 meaning 1.
+		// A descriptor's own hits_addend; 0 checks, taking nothing, as
+		// Envoy asks at a request's start; more than 2^63 is over the limit,
+		// not an error (a caller's header may set it).
 		d := desc("k", "w")
 		d.HitsAddend = wrapperspb.UInt64(2)
 		if got := e.ask(d).GetStatuses()[0].GetLimitRemaining(); got != 1 {
 			t.Errorf("descriptor hits_addend 2: %d remaining, want 1", got)
 		}
 		d.HitsAddend = wrapperspb.UInt64(0)
-		if got := e.ask(d).GetStatuses()[0].GetLimitRemaining(); got != 0 {
-			t.Errorf("descriptor hits_addend 0: %d remaining, want 0", got)
+		for range 2 {
+			if r := e.ask(d); codesOf(r) != "OK: OK" || r.GetStatuses()[0].GetLimitRemaining() != 1 {
+				t.Errorf("descriptor hits_addend 0 with 1 left = %v, want OK with 1 left (nothing taken)", r)
+			}
+		}
+		e.ask(desc("k", "w")) // the last one
+		if r := e.ask(d); codesOf(r) != "OVER_LIMIT: OVER_LIMIT" {
+			t.Errorf("descriptor hits_addend 0 with nothing left = %s, want OVER_LIMIT", codesOf(r))
+		}
+		huge := desc("k", "huge")
+		huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+		if r, err := e.call(&rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{huge, desc("k", "other")}}); err != nil || codesOf(r) != "OVER_LIMIT: OVER_LIMIT OK" {
+			t.Errorf("descriptor hits_addend 2^64-1 = %v, %v; want OVER_LIMIT, nothing taken from the other", r, err)
 		}
 		// Values of any characters are users of their own.
 		for _, v := range []string{"", " ", "%", "|", "a|b", "a\tb", "\x00", "é", "e\u0301", strings.Repeat("x", 5000), " lead", "trail ", "\u00a0"} {
@@ -517,21 +538,36 @@ descriptors:
   - key: k
     rate_limit: {unit: minute, requests_per_unit: 5}
 `
+		override := desc("k", "new")
+		override.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_HOUR}
 		for _, c := range []struct {
-			name string
-			opts []ratelimit.Option
-			code codes.Code
-		}{{"closed", nil, codes.Unavailable}, {"open", []ratelimit.Option{ratelimit.FailOpen()}, codes.OK}} {
+			name   string
+			opts   []ratelimit.Option
+			client []ledger.Option
+			desc   *rlcommon.RateLimitDescriptor
+			code   codes.Code
+			answer string
+			warm   bool // the user decided once before the stall
+		}{
+			{"closed", nil, nil, desc("k", "v"), codes.Unavailable, "", false},
+			{"open", []ratelimit.Option{ratelimit.FailOpen()}, nil, desc("k", "v"), codes.OK, "OK: OK", false},
+			// A new override's rule is made in the cluster: its call fails open too.
+			{"open, a new override", []ratelimit.Option{ratelimit.FailOpen()}, nil, override, codes.OK, "OK: OK", false},
+			// A client that denies while the cluster does not answer.
+			{"closed client", nil, []ledger.Option{ledger.WithUnavailable(ledger.FailClosed)}, desc("k", "v"), codes.OK, "OVER_LIMIT: OK", true},
+		} {
 			sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 			t.Cleanup(sc.Close)
-			e := start(t, b, ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(time.Minute)), yaml, c.opts...)
+			e := start(t, b, ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now), ledger.WithTimeout(time.Minute)}, c.client...)...), yaml, c.opts...)
+			if c.warm {
+				e.ask(c.desc)
+			}
 			sc.SetFaults(simnet.Faults{Stall: true})
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			r, err := e.rls.ShouldRateLimit(ctx, &rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{desc("k", "v")}})
+			r, err := e.rls.ShouldRateLimit(ctx, &rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.desc}})
 			cancel()
-			code := status.Code(err)
-			if code != c.code || c.code == codes.OK && codesOf(r) != "OK: OK" {
-				t.Errorf("%s: a stalled cluster = %v, %v; want %v", c.name, r, err, c.code)
+			if code := status.Code(err); code != c.code || c.code == codes.OK && codesOf(r) != c.answer {
+				t.Errorf("%s: a stalled cluster = %v, %v; want %v %s", c.name, r, err, c.code, c.answer)
 			}
 			sc.SetFaults(simnet.Faults{})
 		}
@@ -647,9 +683,17 @@ func testLimitOverride(t *testing.T, b *testenv.Backend) {
 	if r := e.ask(d); codesOf(r) != "OVER_LIMIT: OVER_LIMIT" {
 		t.Errorf("second call = %s, want OVER_LIMIT", codesOf(r))
 	}
-	d.Limit.Unit = 0
-	if _, err := e.call(&rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("an override without a unit = %v, want InvalidArgument", err)
+	for _, unit := range []uint32{0, 8, 257} {
+		d.Limit.Unit = typev3.RateLimitUnit(unit)
+		if _, err := e.call(&rls.RateLimitRequest{Domain: e.domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("an override of unit %d = %v, want InvalidArgument", unit, err)
+		}
+	}
+	// As envoyproxy/ratelimit: a domain not configured limits nothing,
+	// overrides included.
+	d.Limit.Unit = 2
+	if r, err := e.call(&rls.RateLimitRequest{Domain: "not-configured", Descriptors: []*rlcommon.RateLimitDescriptor{d}}); err != nil || codesOf(r) != "OK: OK" {
+		t.Errorf("an override on a domain not configured = %v, %v; want OK", r, err)
 	}
 }
 

@@ -18,6 +18,7 @@ const (
 	outcomeNear
 	outcomeOver
 	outcomeShadow
+	outcomeNotTaken // it fitted, but another descriptor of the request refused it
 )
 
 // stats are a service's counters, by domain and descriptor (the rule's
@@ -37,7 +38,7 @@ func newStats() *stats {
 		within: vec("within_limit_total", "Hits admitted with more than a fifth of the limit left."),
 		near:   vec("near_limit_total", "Hits admitted that left less than a fifth of the limit."),
 		over:   vec("over_limit_total", "Hits refused: the rule had fewer left than asked."),
-		shadow: vec("shadow_mode_total", "Hits a rule in shadow_mode would have refused, answered OK."),
+		shadow: vec("shadow_mode_total", "Hits a rule in shadow_mode would have refused, answered OK (counted in over_limit_total too)."),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_config_loads_total",
 			Help: "Configuration loads, by result (success, error): a refused one leaves the last good configuration in force."}, []string{"result"}),
 	}
@@ -54,8 +55,9 @@ func (s *stats) count(it *item, o outcome) {
 		s.near.WithLabelValues(labels...).Add(hits)
 	case outcomeOver:
 		s.over.WithLabelValues(labels...).Add(hits)
-	case outcomeShadow:
+	case outcomeShadow: // counted over the limit too, as envoyproxy/ratelimit counts it
 		s.shadow.WithLabelValues(labels...).Add(hits)
+		s.over.WithLabelValues(labels...).Add(hits)
 	}
 }
 

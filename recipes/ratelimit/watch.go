@@ -3,21 +3,24 @@ package ratelimit
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 )
 
 // Watch keeps svc's configuration that of path: it reads path's files
 // every interval, and at once whenever reload receives (SIGHUP), and loads
-// them when their names or contents changed since the last load. A
-// configuration that does not load is refused, the last good one stays in
-// force, and report is told (with nil after each good load); it is tried
-// again only once the files change again. Watch returns when ctx is done.
-// The first load is the caller's (LoadConfig and Service.Load), whose
-// files Watch takes as loaded.
+// them when their names or contents differ from those of the
+// configuration in force. A configuration that does not parse is refused,
+// the last good one stays in force, and report is told (with nil after
+// each good load); it is tried again once the files change. One that
+// parses but cannot be put in force (the cluster did not answer) is tried
+// again every interval, and reported once. Watch returns when ctx is done.
 func Watch(ctx context.Context, svc *Service, path string, interval time.Duration, reload <-chan struct{}, report func(error)) {
-	last, err := fingerprint(path)
-	unreadable := err != nil // the files could not be read at the last look
+	cfg, _ := svc.Config()
+	refused := cfg.digest // the files last refused, or those in force
+	failing := false      // the last try to put them in force failed
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -29,43 +32,63 @@ func Watch(ctx context.Context, svc *Service, path string, interval time.Duratio
 		case <-reload:
 			forced = true
 		}
-		fp, err := fingerprint(path)
-		if !forced && (err == nil && fp == last || err != nil && unreadable) {
+		inForce, _ := svc.Config()
+		files, srcs, err := readConfig(path)
+		fp := digestOf(files, srcs)
+		switch {
+		case err == nil && fp == inForce.digest && !forced,
+			err == nil && fp == refused && !failing && !forced,
+			err != nil && failing && !forced:
 			continue
 		}
-		last, unreadable = fp, err != nil
 		if err == nil {
-			var cfg *Config
-			if cfg, err = LoadConfig(path); err == nil {
-				err = svc.Load(ctx, cfg)
-			} else {
-				svc.CountLoadError()
+			var next *Config
+			if next, err = ParseConfig(files, srcs); err == nil {
+				if err = svc.Load(ctx, next); err != nil {
+					if !failing {
+						report(err)
+					}
+					failing = true
+					continue
+				}
+				failing = false
+				report(nil)
+				continue
 			}
-		} else {
-			svc.CountLoadError()
 		}
+		svc.CountLoadError()
+		refused, failing = fp, err != nil && !errors.Is(err, ErrConfig)
 		report(err)
 	}
 }
 
-// fingerprint is a digest of the names and contents of path's files.
-func fingerprint(path string) ([32]byte, error) {
+// readConfig reads the files path names.
+func readConfig(path string) ([]string, map[string][]byte, error) {
 	files, err := configFiles(path)
 	if err != nil {
-		return [32]byte{}, err
+		return nil, nil, err
 	}
-	h := sha256.New()
+	srcs := make(map[string][]byte, len(files))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return [32]byte{}, err
+			return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		srcs[f] = b
+	}
+	return files, srcs, nil
+}
+
+// digestOf is a digest of files' names and contents, in order.
+func digestOf(files []string, srcs map[string][]byte) [32]byte {
+	h := sha256.New()
+	for _, f := range files {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
-		h.Write(b)
+		h.Write(srcs[f])
 		h.Write([]byte{0})
 	}
 	var out [32]byte
 	h.Sum(out[:0])
-	return out, nil
+	return out
 }
