@@ -13,7 +13,9 @@ import (
 
 // Request asks for Amount units of a resource for User.
 type Request struct {
-	// User is the user's key: any non-empty string up to MaxKeyLen bytes.
+	// User is the user's key, under the key rule of NormalizeKey: valid
+	// UTF-8 of 1 to MaxKeyLen bytes, no control characters, no white
+	// space at either end.
 	User string
 	// Amount is how many units to take: 1 per request, the size in bytes
 	// for bandwidth, the amount in the currency's smallest unit for money.
@@ -162,8 +164,9 @@ func validAmount(amount uint64) error {
 
 // Acquire takes req.Amount units of r for req.User: one pending transfer
 // from the user to the operator that expires after r.Window and gives the
-// units back. It is never posted or voided. If the user has fewer units left,
-// the decision denies and nothing is taken.
+// units back: the decision does not post or void it (Reset, SetLimit's
+// lowering and leases' give-backs may, later). If the user has fewer units
+// left, the decision denies and nothing is taken.
 //
 // An unknown user is provisioned with r.DefaultLimit within the call when r
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer

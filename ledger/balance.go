@@ -163,8 +163,8 @@ func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[I
 }
 
 // resolutionIDs are the IDs of every transfer this package may send to end
-// hold id: Reservation.Commit, Reservation.Cancel and the give-backs of
-// coalescing and leases, and SetLimit's post.
+// hold id: Reservation.Commit, the voids (Reservation.Cancel, Reset, and a
+// lease's give-back of what it did not use) and SetLimit's post.
 func resolutionIDs(id ID) [3]ID {
 	return [3]ID{endID(roleCommit, id), endID(roleCancel, id), endID(roleLowerPost, id)}
 }

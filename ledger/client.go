@@ -27,8 +27,9 @@ import (
 // by the cluster afterwards.
 //
 // A Client keeps a view of each user it decides for (see Decision for what
-// that makes exact), which costs about 100 bytes per user and 40 per hold
-// in flight that it took, for at most about half a million users.
+// that makes exact), which costs about 256 bytes per user (a user's struct;
+// more while it is planned or leased) and 40 per hold in flight that it
+// took, for at most about half a million users.
 type Client struct {
 	conn        *conn.Conn
 	pipe        *conn.Batcher[*op]
@@ -115,9 +116,11 @@ func WithMaxWaiting(n int) Option {
 	return func(c *Client) { c.maxWaiting = n; c.conn.SetMaxWaiting(n) }
 }
 
-// WithClock sets the clock used to tell how long ago a cluster timestamp was,
-// for Inspect (default: the clock of an engine that has a Now method, such
-// as the embedded engine, else time.Now).
+// WithClock sets the Client's clock, from which it tells how long ago a
+// cluster timestamp was: every decision's RetryAfter and ResetAfter, local
+// denials, Inspect and Migrate use it (default: the clock of an engine that
+// has a Now method, such as the embedded engine's manual clock, else
+// time.Now). Tests on a manual clock give it that clock's Now.
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
 
 // WithExactDecisions makes every decision read its users' accounts after

@@ -25,6 +25,10 @@ const (
 	outUnexpected                // anything else: a bug, or a cluster we do not understand
 )
 
+// classify turns a transfer's status into what it means for a decision.
+// TransferExists does not reach it from the pipeline (package conn folds it
+// into TransferCreated, a retry of an applied transfer); it is classified
+// all the same, as admitted, for a caller that reads results unfolded.
 func classify(s tb.CreateTransferStatus) outcome {
 	switch s {
 	case tb.TransferCreated, tb.TransferExists:

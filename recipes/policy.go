@@ -74,8 +74,8 @@ func (p *Policy) countsWhatItsLimitSays() error {
 
 // resource is p's definition in the ledger.
 func (p Policy) resource() (ledger.Resource, error) {
-	if err := p.Limit.Validate(); err != nil {
-		return ledger.Resource{}, fmt.Errorf("recipes: policy %q: %w", p.Name, err)
+	if _, err := ledger.WindowSeconds(p.Limit.Window); err != nil {
+		return ledger.Resource{}, fmt.Errorf("recipes: policy %q: limit %v: %w", p.Name, p.Limit, err)
 	}
 	kind := ledger.Requests
 	switch p.Unit {

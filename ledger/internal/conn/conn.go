@@ -4,9 +4,10 @@
 // may take smaller requests than the protocol allows (a --development
 // server). A Conn puts a deadline on every call, splits what is too large
 // for one request (never inside a linked chain) and learns the largest
-// request of each kind of operation the cluster takes, pages through
-// queries, and counts what it sends. It knows nothing of limits: package
-// ledger decides what to send and what the answers mean.
+// request of each kind of operation the cluster takes, returns a query's
+// results one page at a time (its callers page), and counts what it sends.
+// It knows nothing of limits: package ledger decides what to send and what
+// the answers mean.
 package conn
 
 import (
