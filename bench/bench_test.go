@@ -299,12 +299,12 @@ func TestTransfersSummary(t *testing.T) {
 	}
 	var verdicts []string
 	for _, tg := range rep.Targets {
-		if strings.HasPrefix(tg.Target, "issue 6") {
+		if strings.HasPrefix(tg.Target, "transfers, ") {
 			verdicts = append(verdicts, tg.Met)
 		}
 	}
 	if want := []string{"missed", "met", "not run", "not run", "not run", "not run"}; !slices.Equal(verdicts, want) {
-		t.Errorf("issue 6 targets = %v, want %v", verdicts, want)
+		t.Errorf("transfers targets = %v, want %v", verdicts, want)
 	}
 }
 
@@ -326,7 +326,7 @@ func TestRunQuick(t *testing.T) {
 	}
 	table := out.String()
 	for _, want := range []string{"tblimit/embedded", "raw engine", "x/time/rate", "not run: no binary", "not run: no Redis address", "exact", "targets:",
-		"tr/adm", "ev/adm", "issue 6: transfers per admitted decision", "lease/plain"} {
+		"tr/adm", "ev/adm", "\ntransfers per admitted decision (tr/adm)", "lease/plain"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
@@ -336,7 +336,7 @@ func TestRunQuick(t *testing.T) {
 	}
 	rep := readReport(t, filepath.Join(dir, "bench.json"))
 	if len(rep.Ratios) == 0 || len(rep.Transfers) != 4 {
-		t.Errorf("bench.json: %d ratios, issue 6 cells %+v, want some and 4", len(rep.Ratios), rep.Transfers)
+		t.Errorf("bench.json: %d ratios, transfers cells %+v, want some and 4", len(rep.Ratios), rep.Transfers)
 	}
 	checkCosts(t, rep)
 	checkPNG(t, filepath.Join(dir, "bench.png"))
@@ -360,7 +360,7 @@ func TestRunSustained(t *testing.T) {
 		t.Fatalf("run = %d; stderr:\n%s", code, errs.String())
 	}
 	table := out.String()
-	for _, want := range []string{"sustained: cells of 1.2s", "max/win", "200/200", "tr/adm", "issue 6"} {
+	for _, want := range []string{"sustained: cells of 1.2s", "max/win", "200/200", "tr/adm", "transfers, embedded"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -25,7 +25,7 @@ type contender struct {
 	// leaseLifetime is τ of a contender with leases: see windowBounds.
 	leaseLifetime time.Duration
 	// limits, when set, are the limits of every key, in place of the
-	// workload's one (the rows of issue 14, which run on the Zipf mix
+	// workload's one (the rows of two limits per key, which run on the Zipf mix
 	// only).
 	limits []limitSpec
 	// setup builds a fresh limiter for one cell, with every key known

@@ -292,7 +292,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 					}
 					c := contenders[k]
 					if c.limits != nil && w.name != "zipf" {
-						continue // the rows of issue 14 run on the Zipf mix only
+						continue // the rows of two limits per key run on the Zipf mix only
 					}
 					id++
 					if c.shared && c.notRun == "" && cfg.MaxTime >= cfg.Window && !sharedEnd.IsZero() {

@@ -47,7 +47,7 @@ func TestModelledRows(t *testing.T) {
 	}
 }
 
-func TestIssue10(t *testing.T) {
+func TestRealServerTargets(t *testing.T) {
 	row := func(wl string, callers int, name string, dps float64, p50 int64, events, admitted uint64, check string) *result {
 		r := &result{Workload: wl, Callers: callers, Contender: name, DecisionsPerSec: dps, Admitted: admitted, Check: check,
 			Latency: latency{P50: p50}, ClientOps: map[string]opCount{"create_transfers": {Requests: 1, Events: events}}}
@@ -67,9 +67,9 @@ func TestIssue10(t *testing.T) {
 	rep.finish()
 	got := map[string]target{}
 	for _, tg := range rep.Targets {
-		if strings.HasPrefix(tg.Target, "issue 10, modelled") {
-			got[tg.Target[len("issue 10, modelled, burst: "):]] = tg
-		} else if strings.HasPrefix(tg.Target, "issue 10, tigerbeetle") && tg.Met != "not run" {
+		if strings.HasPrefix(tg.Target, "real server, modelled") {
+			got[tg.Target[len("real server, modelled, burst: "):]] = tg
+		} else if strings.HasPrefix(tg.Target, "real server, tigerbeetle") && tg.Met != "not run" {
 			t.Errorf("%s: %s, want not run", tg.Target, tg.Met)
 		}
 	}
@@ -100,7 +100,7 @@ func TestIssue10(t *testing.T) {
 
 	rep.Meta.Config.Sustained = true
 	rep.Targets = nil
-	rep.issue10()
+	rep.realServerTargets()
 	for _, tg := range rep.Targets {
 		if strings.Contains(tg.Target, "events per admitted") {
 			t.Errorf("sustained report checks %q", tg.Target)
@@ -127,7 +127,7 @@ func TestRunModelled(t *testing.T) {
 		t.Fatalf("run = %d; stderr:\n%s", code, errs.String())
 	}
 	table := out.String()
-	for _, want := range []string{"raw client/modelled", "tblimit/modelled+leases", "issue 10, modelled, burst", "issue 6, modelled"} {
+	for _, want := range []string{"raw client/modelled", "tblimit/modelled+leases", "real server, modelled, burst", "transfers, modelled"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -253,8 +253,8 @@ type target struct {
 }
 
 // costRatio compares the transfers per admitted decision of tblimit's modes
-// on one engine, workload and number of callers (issue 6: "far fewer
-// TigerBeetle transfers per decision").
+// on one engine, workload and number of callers (what exact coalescing and
+// leases are for: far fewer TigerBeetle transfers per decision).
 type costRatio struct {
 	Engine   string `json:"engine"` // "embedded" or "tigerbeetle"
 	Workload string `json:"workload"`
@@ -269,10 +269,10 @@ type costRatio struct {
 	Lease float64 `json:"lease"`
 	Raw   float64 `json:"raw"`
 	// The ratios to each baseline, plain and raw, checked against the
-	// issue's thresholds (0: none).
+	// thresholds on transfers per admitted decision (0: none).
 	VsPlain baselineRatio `json:"vs_plain"`
 	VsRaw   baselineRatio `json:"vs_raw"`
-	// Acceptance: this cell is one the issue's acceptance names (256 callers).
+	// Acceptance: the thresholds are judged on this cell (acceptanceCallers).
 	Acceptance bool `json:"acceptance"`
 	// The floors (see floor) of exact coalescing and of leases on their
 	// own rows: the fewest transfers per admitted decision any exact
@@ -299,7 +299,7 @@ type baselineRatio struct {
 	LeaseFloor float64 `json:"lease_floor,omitempty"`
 }
 
-// The issue's thresholds on transfers per admitted decision, relative to
+// The thresholds on transfers per admitted decision, relative to
 // the plain recipe, at acceptanceCallers callers.
 const (
 	zipfExactTarget   = 1.0 / 5
@@ -415,8 +415,8 @@ func (rep *report) finish() {
 	rep.Targets = append(rep.Targets, target{Target: "tblimit/embedded: at least 1,000,000 decisions/s at 16+ callers",
 		Result: strings.Join(parts, ", "), Met: verdict(ran, met)})
 
-	// The real server (and its model) against the raw client: issue 10's
-	// targets, below.
+	// The real server (and its model) against the raw client: the
+	// real-server targets (targets.go), below.
 
 	// Ahead of redis_rate at 256 callers.
 	parts, met, ran = nil, true, false
@@ -431,15 +431,15 @@ func (rep *report) finish() {
 		Result: strings.Join(parts, ", "), Met: verdict(ran, met)})
 
 	rep.transfers()
-	rep.issue10()
+	rep.realServerTargets()
 }
 
 // transfers compares the transfers per admitted decision of exact coalescing
-// and leases with two baselines, and checks the issue's thresholds at 256
-// callers: the plain recipe as tblimit runs it (tblimit/<engine>, whose
-// drained-user cache already denies most denials without a transfer), and
-// the raw row (one pending transfer per decision, the recipe as DESIGN.md
-// states it).
+// and leases with two baselines, and checks the thresholds on transfers per
+// admitted decision at 256 callers: the plain recipe as tblimit runs it
+// (tblimit/<engine>, whose drained-user cache already denies most denials
+// without a transfer), and the raw row (one pending transfer per decision,
+// the recipe as DESIGN.md states it).
 func (rep *report) transfers() {
 	rep.Transfers = nil
 	engines := []struct{ name, raw string }{{"embedded", "raw engine"}, {"tigerbeetle", "raw client/tigerbeetle"},
@@ -517,7 +517,7 @@ func (rep *report) transfers() {
 			rep.Transfers = append(rep.Transfers, cr)
 		}
 		for _, t := range tallies {
-			rep.Targets = append(rep.Targets, target{Target: fmt.Sprintf("issue 6, %s, %d callers, tr/adm over %s's: zipf exact ≤ 1/5, "+
+			rep.Targets = append(rep.Targets, target{Target: fmt.Sprintf("transfers, %s, %d callers, tr/adm over %s's: zipf exact ≤ 1/5, "+
 				"zipf lease ≤ 1/20, hot lease ≤ 1/100", e.name, acceptanceCallers, t.baseline),
 				Result: strings.Join(append(t.parts[false], t.parts[true]...), ", "), Met: verdict(t.ran, t.met)})
 		}
@@ -607,7 +607,8 @@ func (rep *report) write(dir string, out io.Writer) error {
 	return err
 }
 
-// text writes the table, the notes, the issue 6 summary and the targets.
+// text writes the table, the notes, the summary of transfers per admitted
+// decision and the targets.
 func (rep *report) text(w io.Writer) {
 	m, cfg := rep.Meta, rep.Meta.Config
 	rev := ""
@@ -716,7 +717,7 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
 	rep.transfersText(w)
-	rep.issue14Text(w)
+	rep.twoLimitsText(w)
 	rep.serveText(w)
 	rep.memoryText(w)
 	fmt.Fprintln(w, "\ntargets:")
@@ -725,13 +726,13 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
 	}
 }
 
-// transfersText writes the summary of the transfers per admitted decision (issue 6): transfers per admitted decision of
+// transfersText writes the summary of the transfers per admitted decision: transfers per admitted decision of
 // each mode, and the ratios to the two baselines with their thresholds.
 func (rep *report) transfersText(w io.Writer) {
 	if len(rep.Transfers) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nissue 6: transfers per admitted decision (tr/adm), exact coalescing and leases vs the plain recipe and vs raw")
+	fmt.Fprintln(w, "\ntransfers per admitted decision (tr/adm), exact coalescing and leases vs the plain recipe and vs raw")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\tworkload\tcallers\tplain\texact\tfloor\tlease\tfloor\tany lease\traw\t"+
 		"exact/plain\t\tlease/plain\t\texact/raw\t\tlease/raw\t\t")
@@ -754,7 +755,7 @@ func (rep *report) transfersText(w io.Writer) {
   sent); raw: tr/adm of the raw row, one pending transfer per decision, denials included (the
   recipe as DESIGN.md states it, without the drained-user cache that tblimit's plain client
   has too). Thresholds: zipf exact ≤ 1/5, zipf lease ≤ 1/20, hot lease ≤ 1/100; † = the cells
-  the acceptance names (256 callers).
+  they are judged on (256 callers).
 floor: the fewest tr/adm any limiter of that kind could send on that row's cell, knowing the
   future (bench/floor.go): exact merges only decisions that can be in flight together (any two
   fewer than 16 × callers apart in the sequence); lease, leases of the row's τ and K; any lease,

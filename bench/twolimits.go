@@ -18,10 +18,10 @@ import (
 	"github.com/tblimit/tblimit/recipes"
 )
 
-// The rows of issue 14: every key has two limits, 10 per second and 100 per
-// minute, whatever -zipf-limit and -window say, decided all-or-nothing (a
-// request denied by one limit takes nothing from the other). They run on
-// the Zipf mix only.
+// The rows of two limits per key: every key has two limits, 10 per second
+// and 100 per minute, whatever -zipf-limit and -window say, decided
+// all-or-nothing (a request denied by one limit takes nothing from the
+// other). They run on the Zipf mix only.
 
 // limitSpec is one limit of every key: n per window.
 type limitSpec struct {
@@ -29,10 +29,10 @@ type limitSpec struct {
 	window time.Duration
 }
 
-// twoLimits are the limits of the rows of issue 14.
+// twoLimits are the limits of the rows of two limits per key.
 var twoLimits = []limitSpec{{10, time.Second}, {100, time.Minute}}
 
-// twoLimitsSuffix ends the name of every row of issue 14.
+// twoLimitsSuffix ends the name of every row of two limits per key.
 const twoLimitsSuffix = " 2 limits"
 
 // twoLimitContenders are tblimit (a recipes.Limiter of two policies, one
@@ -215,9 +215,9 @@ func limitBounds(limits []limitSpec) []windowBound {
 	return out
 }
 
-// issue14Text says the ratios of the rows of issue 14: tblimit's
+// twoLimitsText says the ratios of the rows of two limits per key: tblimit's
 // decisions/s over each peer's, by callers.
-func (rep *report) issue14Text(w io.Writer) {
+func (rep *report) twoLimitsText(w io.Writer) {
 	var lines []string
 	for _, q := range rep.Ratios {
 		if strings.HasSuffix(q.Tblimit, twoLimitsSuffix) {
@@ -228,7 +228,7 @@ func (rep *report) issue14Text(w io.Writer) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nissue 14: two limits per key (10 per second and 100 per minute), all-or-nothing: decisions/s")
+	fmt.Fprintln(w, "\ntwo limits per key (10 per second and 100 per minute), all-or-nothing: decisions/s")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}

@@ -42,8 +42,8 @@ Two sets of cells, both by default:
              admission checked against "at most the limit in any window":
              bench/results/sustained.txt, sustained.json, sustained.png,
              sustained-transfers.png
-Both report transfers per admitted decision (tr/adm), the issue 6 summary, and issue 10's
-targets on the real-server and modelled rows.
+Both report transfers per admitted decision (tr/adm) with their summary and thresholds,
+and the real-server targets on the real-server and modelled rows.
 
 Options:
   --quick      one round of short cells (200,000 decisions or 2 s; sustained: 3 s):

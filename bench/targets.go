@@ -16,21 +16,22 @@ type targetCell struct {
 	Met   bool    `json:"met"`
 }
 
-// The thresholds of issue 10 ("one round trip per decision on a real
-// server"), checked on the real-server rows and on the rows of the model of
-// one.
+// The thresholds of the real-server targets (one round trip per decision
+// on a real server), checked on the real-server rows and on the rows of the
+// model of one.
 const (
-	issue10RawShare     = 0.9 // plain recipe / raw client, decisions/s, 16+ callers
-	issue10RedisBurst   = 1.0 // plain recipe / redis_rate, burst cells at 16+ callers: ahead
-	issue10RedisSustain = 1.5 // plain recipe / redis_rate, sustained zipf at 256 callers
-	issue10EventsPerAdm = 1.1 // events per admitted decision, zipf burst, plain
-	issue10P50Ratio     = 1.2 // p50 at one caller, plain / raw client
+	targetRawShare     = 0.9 // plain recipe / raw client, decisions/s, 16+ callers
+	targetRedisBurst   = 1.0 // plain recipe / redis_rate, burst cells at 16+ callers: ahead
+	targetRedisSustain = 1.5 // plain recipe / redis_rate, sustained zipf at 256 callers
+	targetEventsPerAdm = 1.1 // events per admitted decision, zipf burst, plain
+	targetP50Ratio     = 1.2 // p50 at one caller, plain / raw client
 )
 
-// issue10 checks issue 10's targets on each engine that has a raw client row:
-// the real server (tigerbeetle) and its model (modelled). A burst report
-// checks the burst targets, a sustained one the sustained targets.
-func (rep *report) issue10() {
+// realServerTargets checks the real-server targets on each engine that has
+// a raw client row: the real server (tigerbeetle) and its model (modelled).
+// A burst report checks the burst targets, a sustained one the sustained
+// targets.
+func (rep *report) realServerTargets() {
 	sustained := rep.Meta.Config != nil && rep.Meta.Config.Sustained
 	set := "burst"
 	if sustained {
@@ -38,7 +39,7 @@ func (rep *report) issue10() {
 	}
 	for _, e := range []string{"modelled", "tigerbeetle"} {
 		plain, raw := "tblimit/"+e, "raw client/"+e
-		name := func(s string) string { return fmt.Sprintf("issue 10, %s, %s: %s", e, set, s) }
+		name := func(s string) string { return fmt.Sprintf("real server, %s, %s: %s", e, set, s) }
 
 		shareCells := func(r *result) bool {
 			return r.Callers >= 16 && (!sustained || r.Workload == "zipf")
@@ -48,38 +49,38 @@ func (rep *report) issue10() {
 			what = "zipf"
 		}
 		rep.Targets = append(rep.Targets, rep.pairTarget(
-			name(fmt.Sprintf("plain ≥ %.0f%% of the raw client's decisions/s at 16+ callers (%s)", 100*issue10RawShare, what)),
-			plain, raw, shareCells, func(a, b *result) float64 { return pairedRatio(a, b) }, issue10RawShare, false, percent))
+			name(fmt.Sprintf("plain ≥ %.0f%% of the raw client's decisions/s at 16+ callers (%s)", 100*targetRawShare, what)),
+			plain, raw, shareCells, func(a, b *result) float64 { return pairedRatio(a, b) }, targetRawShare, false, percent))
 
 		if sustained {
 			rep.Targets = append(rep.Targets, rep.pairTarget(
-				name(fmt.Sprintf("plain ≥ %.1f× redis_rate at 256 callers (zipf)", issue10RedisSustain)),
+				name(fmt.Sprintf("plain ≥ %.1f× redis_rate at 256 callers (zipf)", targetRedisSustain)),
 				plain, "redis_rate", func(r *result) bool { return r.Callers == 256 && r.Workload == "zipf" },
-				func(a, b *result) float64 { return pairedRatio(a, b) }, issue10RedisSustain, false, times))
+				func(a, b *result) float64 { return pairedRatio(a, b) }, targetRedisSustain, false, times))
 		} else {
 			rep.Targets = append(rep.Targets, rep.pairTarget(
 				name("plain ahead of redis_rate in every cell at 16+ callers"),
 				plain, "redis_rate", func(r *result) bool { return r.Callers >= 16 },
-				func(a, b *result) float64 { return pairedRatio(a, b) }, issue10RedisBurst, false, times))
+				func(a, b *result) float64 { return pairedRatio(a, b) }, targetRedisBurst, false, times))
 			rep.Targets = append(rep.Targets, rep.pairTarget(
-				name(fmt.Sprintf("plain ≤ %.1f events per admitted decision (zipf)", issue10EventsPerAdm)),
+				name(fmt.Sprintf("plain ≤ %.1f events per admitted decision (zipf)", targetEventsPerAdm)),
 				plain, "", func(r *result) bool { return r.Workload == "zipf" },
 				func(a, _ *result) float64 {
 					if c := a.cost(); c != nil {
 						return c.EventsPerAdmitted
 					}
 					return 0
-				}, issue10EventsPerAdm, true, plainFigure))
+				}, targetEventsPerAdm, true, plainFigure))
 		}
 		rep.Targets = append(rep.Targets, rep.pairTarget(
-			name(fmt.Sprintf("plain p50 at one caller ≤ %.1f× the raw client's", issue10P50Ratio)),
+			name(fmt.Sprintf("plain p50 at one caller ≤ %.1f× the raw client's", targetP50Ratio)),
 			plain, raw, func(r *result) bool { return r.Callers == 1 },
 			func(a, b *result) float64 {
 				if b.Latency.P50 == 0 {
 					return 0
 				}
 				return float64(a.Latency.P50) / float64(b.Latency.P50)
-			}, issue10P50Ratio, true, times))
+			}, targetP50Ratio, true, times))
 		rep.Targets = append(rep.Targets, rep.exactTarget(name("every sliding window row exact (or within its bound), no window over"), e))
 	}
 }
