@@ -13,8 +13,8 @@ import (
 // unit it holds on the old one until it would have returned there.
 func TestMigrateCarriesUnitsInFlight(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, from := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
-		c = ledger.New(b.Client, ledger.WithClock(b.Now))
+		_, from := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
+		c := ledger.New(b.Client, ledger.WithClock(b.Now))
 		to := ledger.Resource{Name: "new", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: 2 * time.Hour, DefaultLimit: 5, Lazy: true}
 		if err := c.CreateResource(ctx, to); err != nil {
 			t.Fatal(err)
