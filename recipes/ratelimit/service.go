@@ -174,6 +174,17 @@ func (s *Service) Resource(r *Rule) (ledger.Resource, bool) {
 	return rl.res, true
 }
 
+// Resource returns the resource that keeps r's limit before any collision:
+// its name and the ledger derived from the rule (a service in force says
+// which it took, see Service.Resource; another rule's resource already on
+// that ledger moves it to the next free one). An unlimited rule has none.
+func (r *Rule) Resource() (ledger.Resource, bool) {
+	if r.Unlimited {
+		return ledger.Resource{}, false
+	}
+	return resourceOf(r.spec, r.Unit), true
+}
+
 // probes is how many ledgers a rule tries, from the one its spec names,
 // before it gives up on finding one that is free or its own.
 const probes = 16

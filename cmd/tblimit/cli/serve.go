@@ -282,7 +282,11 @@ func checkConfig(opts *rlsServeOptions) error {
 		if r.ShadowMode {
 			flags = " (shadow_mode)"
 		}
-		fmt.Fprintf(opts.Out, "%s\t%s%s\t%s:%d\n", r.Key, limit, flags, r.File, r.Line)
+		where := "-"
+		if res, ok := r.Resource(); ok {
+			where = fmt.Sprintf("%s (ledger %d)", res.Name, res.Ledger)
+		}
+		fmt.Fprintf(opts.Out, "%s\t%s%s\t%s\t%s:%d\n", r.Key, limit, flags, where, r.File, r.Line)
 	}
 	fmt.Fprintf(opts.Out, "ok: %d domain(s), %d rule(s) in %d file(s)\n", len(cfg.Domains()), len(cfg.Rules()), len(cfg.Files()))
 	return nil

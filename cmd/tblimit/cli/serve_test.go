@@ -46,7 +46,7 @@ func TestServeCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
-	if out := e.ok("serve", "--check-config", good); !strings.Contains(out, "api.user\t10 per minute\t"+good+":4") {
+	if out := e.ok("serve", "--check-config", good); !regexp.MustCompile(`api\.user\t10 per minute\trl[a-z2-7]{10} \(ledger \d+\)\t` + regexp.QuoteMeta(good) + `:4`).MatchString(out) {
 		t.Errorf("serve --check-config good = %q, want the rule and its line", out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
