@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes"
@@ -63,10 +64,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (recipes.Result, error)
 	return l.AllowN(ctx, key, 1)
 }
 
-// AllowN asks whether key may take n hits now, and takes them if so. A
-// service that does not answer is an error wrapping ledger.ErrUnavailable.
-func (l *Limiter) AllowN(ctx context.Context, key string, n uint32) (recipes.Result, error) {
-	return l.c.Decide(ctx, l.domain, n, []Entry{{Key: l.key, Value: key}})
+// AllowN asks whether key may take n hits now, and takes them if so (0
+// checks, taking nothing). A service that does not answer is an error
+// wrapping ledger.ErrUnavailable.
+func (l *Limiter) AllowN(ctx context.Context, key string, n uint64) (recipes.Result, error) {
+	return l.c.decide(ctx, l.domain, 0, []descriptor{{entries: []Entry{{Key: l.key, Value: key}}, hits: &n}})
 }
 
 // Decide asks the service to decide descriptors of domain, each a list of
@@ -75,11 +77,31 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n uint32) (recipes.Res
 // by the rule's name or else the descriptor's keys; Key is the
 // descriptor's last value.
 func (c *Client) Decide(ctx context.Context, domain string, hits uint32, descriptors ...[]Entry) (recipes.Result, error) {
+	ds := make([]descriptor, len(descriptors))
+	for i, d := range descriptors {
+		ds[i].entries = d
+	}
+	return c.decide(ctx, domain, hits, ds)
+}
+
+// descriptor is one descriptor of a request: its entries and, when not
+// nil, hits of its own.
+type descriptor struct {
+	entries []Entry
+	hits    *uint64
+}
+
+func (c *Client) decide(ctx context.Context, domain string, hits uint32, descriptors []descriptor) (recipes.Result, error) {
 	req := &rls.RateLimitRequest{Domain: domain, HitsAddend: hits}
-	for _, d := range descriptors {
+	amounts := make([]uint64, len(descriptors))
+	for i, d := range descriptors {
 		rd := &rlcommon.RateLimitDescriptor{}
-		for _, e := range d {
+		for _, e := range d.entries {
 			rd.Entries = append(rd.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+		}
+		amounts[i] = uint64(max(hits, 1))
+		if d.hits != nil {
+			rd.HitsAddend, amounts[i] = wrapperspb.UInt64(*d.hits), *d.hits
 		}
 		req.Descriptors = append(req.Descriptors, rd)
 	}
@@ -91,11 +113,11 @@ func (c *Client) Decide(ctx context.Context, domain string, hits uint32, descrip
 		}
 		return recipes.Result{}, err
 	}
-	return resultOf(domain, max(hits, 1), descriptors, resp), nil
+	return resultOf(domain, amounts, descriptors, resp), nil
 }
 
 // resultOf reads a service's response as a recipes.Result.
-func resultOf(domain string, hits uint32, descriptors [][]Entry, resp *rls.RateLimitResponse) recipes.Result {
+func resultOf(domain string, amounts []uint64, descriptors []descriptor, resp *rls.RateLimitResponse) recipes.Result {
 	res := recipes.Result{Allowed: resp.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT, Reason: ledger.Admitted}
 	if !res.Allowed {
 		res.Reason = ledger.LimitExceeded
@@ -106,8 +128,8 @@ func resultOf(domain string, hits uint32, descriptors [][]Entry, resp *rls.RateL
 			continue
 		}
 		p := recipes.PolicyResult{Limiter: domain, Policy: lim.GetName(), Unit: recipes.Requests,
-			Window: Unit(lim.GetUnit()).Window(), Amount: uint64(hits)}
-		if d := descriptors[i]; len(d) > 0 {
+			Window: Unit(lim.GetUnit()).Window(), Amount: amounts[i]}
+		if d := descriptors[i].entries; len(d) > 0 {
 			p.Key = d[len(d)-1].Value
 			if p.Policy == "" {
 				for j, e := range d {
@@ -123,7 +145,7 @@ func resultOf(domain string, hits uint32, descriptors [][]Entry, resp *rls.RateL
 			Remaining: uint64(st.GetLimitRemaining()), ResetAfter: reset}
 		if st.GetCode() == rls.RateLimitResponse_OVER_LIMIT {
 			p.Decision.Reason, p.Decision.RetryAfter = ledger.LimitExceeded, reset
-			if hits > lim.GetRequestsPerUnit() {
+			if amounts[i] > uint64(lim.GetRequestsPerUnit()) {
 				p.Decision.RetryAfter = -1
 			}
 			if res.DeniedBy == "" {
