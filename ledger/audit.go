@@ -125,17 +125,13 @@ func (c *Client) transfersOf(ctx context.Context, uid ID, from, to uint64) ([]tb
 	f := tb.AccountFilter{AccountID: uid.tb(), TimestampMin: from, TimestampMax: to,
 		Flags: tb.AccountFilterFlags{Debits: true, Credits: true}.ToUint32()}
 	var out []tb.Transfer
-	for {
-		got, err := c.conn.AccountTransfers(ctx, &f, BatchMax)
+	for got, err := range c.transferPages(ctx, f, fullPages) {
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, got...)
-		if len(got) == 0 {
-			return out, nil // a server may return fewer than asked: only an empty page ends
-		}
-		f.TimestampMin = got[len(got)-1].Timestamp + 1
 	}
+	return out, nil
 }
 
 // limitSteps is the limit of an account over time: limit[i] from at[i]
@@ -218,8 +214,7 @@ type auditHold struct {
 
 // auditHolds pairs the holds out of account uid among ts with the posts
 // and voids that ended them, and folds each lease's give-back into the
-// lease: the void is linked to a hold of the units the lease had handed
-// out, the next event of its batch (as History does).
+// lease (see regranted).
 func auditHolds(uid ID, ts []tb.Transfer) []auditHold {
 	byTS := make(map[uint64]*tb.Transfer, len(ts))
 	for i := range ts {
@@ -233,11 +228,9 @@ func auditHolds(uid ID, ts []tb.Transfer) []auditHold {
 		if f.PostPendingTransfer || f.VoidPendingTransfer {
 			endedAt[t.PendingID] = t.Timestamp
 		}
-		if f.VoidPendingTransfer && f.Linked {
-			if next, ok := byTS[t.Timestamp+1]; ok && next.TransferFlags().Pending {
-				keptBy[t.PendingID] = next
-				regrant[next.ID] = true
-			}
+		if next, ok := byTS[t.Timestamp+1]; ok && regranted(t, *next) {
+			keptBy[t.PendingID] = next
+			regrant[next.ID] = true
 		}
 	}
 	var holds []auditHold

@@ -71,8 +71,12 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 	var out []flight
 	done := map[ID]bool{}    // holds ended by a post or void
 	checked := map[ID]bool{} // holds whose post and void were looked up
-	for {
-		got, err := c.conn.AccountTransfers(ctx, &f, pageSize(want-min(want, liveUnits(out, done))))
+	var asked uint32
+	size := func() uint32 {
+		asked = pageSize(want - min(want, liveUnits(out, done)))
+		return asked
+	}
+	for got, err := range c.transferPages(ctx, f, size) {
 		if err != nil {
 			return nil, err
 		}
@@ -89,11 +93,11 @@ func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now
 				}
 			}
 		}
-		if len(got) < int(f.Limit) {
+		if len(got) < int(asked) {
 			break // the last page: every post and void was seen
 		}
-		f.TimestampMin = got[len(got)-1].Timestamp + 1
 		if want > 0 && liveUnits(out, done) >= want {
+			// Enough units are held, unless a later page ends some.
 			if !exact {
 				break
 			}
@@ -206,13 +210,13 @@ func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, n
 	longest := uint64(window)
 	last := now
 	ended := map[tb.Uint128]bool{}
-	for pages, want := 0, uint32(16); ; pages, want = pages+1, min(want*4, BatchMax) {
-		if pages == 4 {
-			// Whatever is older than the last transfer read returns
-			// before that one's timestamp plus the longest timeout.
-			return max(last, f.TimestampMax+1+longest), nil
-		}
-		got, err := c.conn.AccountTransfers(ctx, &f, want)
+	read, want, asked := 0, uint32(16), uint32(0)
+	size := func() uint32 {
+		asked = want
+		read, want = read+1, min(want*4, BatchMax)
+		return asked
+	}
+	for got, err := range c.transferPages(ctx, f, size) {
 		if err != nil {
 			return 0, err
 		}
@@ -228,9 +232,11 @@ func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, n
 				last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 			}
 		}
-		if len(got) < int(f.Limit) {
-			return last, nil
+		if read >= 4 && len(got) == int(asked) {
+			// Whatever is older than the last transfer read returns
+			// before that one's timestamp plus the longest timeout.
+			return max(last, got[len(got)-1].Timestamp+longest), nil
 		}
-		f.TimestampMax = got[len(got)-1].Timestamp - 1
 	}
+	return last, nil
 }

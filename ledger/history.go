@@ -157,24 +157,23 @@ func (c *Client) scanHistory(ctx context.Context, uid ID, longest time.Duration,
 	if s.max > 0 {
 		want = uint32(min(BatchMax, max(32, 2*(s.max+1))))
 	}
-	for ; ; want = min(2*want, BatchMax) {
-		got, err := c.conn.AccountTransfers(ctx, &f, want)
+	size := func() uint32 {
+		w := want
+		want = min(2*want, BatchMax)
+		return w
+	}
+	for got, err := range c.transferPages(ctx, f, size) {
 		if err != nil {
 			return err
 		}
-		// A page may hold fewer transfers than asked when the cluster's
-		// replies are smaller: only an empty page ends the scan.
 		for _, t := range got {
 			if s.add(t) {
 				s.out = s.out[:s.max]
 				return nil
 			}
 		}
-		if len(got) == 0 || got[len(got)-1].Timestamp <= f.TimestampMin {
-			return nil
-		}
-		f.TimestampMax = got[len(got)-1].Timestamp - 1
 	}
+	return nil
 }
 
 // historyScan builds admissions from an account's transfers read newest
@@ -213,9 +212,8 @@ func (s *historyScan) add(t tb.Transfer) bool {
 			e.end = Cancelled
 		}
 		s.ends[t.PendingID] = e
-		if flags.VoidPendingTransfer && flags.Linked && s.prev.TransferFlags().Pending && s.prev.Timestamp == t.Timestamp+1 {
-			// A give-back: the void is linked to the hold that took the
-			// kept units again, the next event of its batch.
+		if regranted(t, s.prev) {
+			// A give-back: s.prev took the kept units again.
 			s.kept[t.PendingID] = s.prev
 			if s.prevListed {
 				s.out = s.out[:len(s.out)-1]
@@ -277,10 +275,9 @@ func (c *Client) payments(ctx context.Context, currency uint32, key string, out 
 		Flags:        tb.AccountFilterFlags{Debits: true}.ToUint32(),
 	}
 	payees := map[ID][]*Paid{}
-	for {
-		got, err := c.conn.AccountTransfers(ctx, &f, BatchMax)
-		if err != nil || len(got) == 0 {
-			return c.payees(ctx, currency, payees, err)
+	for got, err := range c.transferPages(ctx, f, fullPages) {
+		if err != nil {
+			return err
 		}
 		for _, t := range got {
 			i, ok := byID[fromTB(t.UserData128)]
@@ -292,18 +289,15 @@ func (c *Client) payments(ctx context.Context, currency uint32, key string, out 
 			out[i].Payment = p
 			payees[p.To] = append(payees[p.To], p)
 		}
-		if got[len(got)-1].Timestamp >= f.TimestampMax {
-			return c.payees(ctx, currency, payees, nil)
-		}
-		f.TimestampMin = got[len(got)-1].Timestamp + 1
 	}
+	return c.payees(ctx, currency, payees)
 }
 
 // payees fills in the keys of the accounts paid, where the accounts store
-// them (err is the caller's, returned as it is).
-func (c *Client) payees(ctx context.Context, currency uint32, paid map[ID][]*Paid, err error) error {
-	if err != nil || len(paid) == 0 {
-		return err
+// them.
+func (c *Client) payees(ctx context.Context, currency uint32, paid map[ID][]*Paid) error {
+	if len(paid) == 0 {
+		return nil
 	}
 	ids := make([]ID, 0, len(paid))
 	for id := range paid {

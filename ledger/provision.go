@@ -525,27 +525,3 @@ func (c *Client) postPart(r Resource, f flight, post tb.Transfer, excess, now ui
 // maxLowerPosts bounds the holds one step of SetLimit posts: a request a
 // --development server takes.
 const maxLowerPosts = 64
-
-func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Account, error) {
-	var out []tb.Account
-	for {
-		got, err := c.conn.QueryAccounts(ctx, &f, BatchMax)
-		if err != nil {
-			return nil, err
-		}
-		if len(got) == 0 {
-			return out, nil // a server may return fewer than asked: only an empty page ends
-		}
-		out = append(out, got...)
-		f.TimestampMin = got[len(got)-1].Timestamp + 1
-	}
-}
-
-// lookupAccounts returns the accounts with ids that exist, in the order asked.
-func (c *Client) lookupAccounts(ctx context.Context, ids []ID) ([]tb.Account, error) {
-	u := make([]tb.Uint128, len(ids))
-	for i, id := range ids {
-		u[i] = id.tb()
-	}
-	return c.conn.LookupAccounts(ctx, u)
-}

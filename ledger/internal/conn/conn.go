@@ -331,8 +331,9 @@ func lookup[R any](ctx context.Context, c *Conn, ids []tb.Uint128, send func([]t
 	return out, nil
 }
 
-// AccountTransfers returns the next page of f: at most want transfers, fewer
-// if the cluster returns fewer per reply. It sets f.Limit to what it asked.
+// AccountTransfers returns the next page of f: at most want transfers, and
+// fewer only when there are no more (a reply holds up to BatchMax). It sets
+// f.Limit to what it asked, which may be less than want (see page).
 func (c *Conn) AccountTransfers(ctx context.Context, f *tb.AccountFilter, want uint32) ([]tb.Transfer, error) {
 	return page(ctx, c, f, &f.Limit, want, c.tb.GetAccountTransfers)
 }
@@ -347,9 +348,9 @@ func (c *Conn) QueryAccounts(ctx context.Context, f *tb.QueryFilter, want uint32
 	return page(ctx, c, f, &f.Limit, want, c.tb.QueryAccounts)
 }
 
-// page returns the next page of f's query: at most want results, fewer if
-// the cluster returns fewer per reply (it answers ErrTooMany to a limit it
-// cannot return in one, and c.queryCap learns the largest it can).
+// page returns the next page of f's query: at most want results. A limit
+// the client library refuses (ErrTooMany) is asked again smaller, as
+// c.queryCap learns the largest it takes.
 func page[F, R any](ctx context.Context, c *Conn, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
 	for {
 		*limit = uint32(min(int(want), c.queryCap.size()))
