@@ -111,8 +111,8 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	u.lock()
 	defer u.mu.Unlock()
 	c.learn(u, &g.t, g.res, now)
-	switch g.res.Status {
-	case tb.TransferCreated:
+	switch classify(g.res.Status) {
+	case outAdmitted:
 		at := g.res.Timestamp
 		after := u.v.available(at)
 		for j := len(g.members) - 1; j >= 0; j-- {
@@ -125,7 +125,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 			after += amount
 			c.noteUse(u, now)
 		}
-	case tb.TransferExceedsCredits:
+	case outDenied:
 		for _, o := range g.members {
 			o.retry = true
 		}

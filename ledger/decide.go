@@ -10,8 +10,13 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
-// outcome is what a create result means for a decision: the one place
-// where TigerBeetle's statuses become tblimit's outcomes.
+// outcome is what a create result means for a decision. Each boundary
+// reads TigerBeetle's statuses in one place: the holds of decisions
+// through classify (the pipeline, coalescing, a chain sent again), posts
+// and voids of holds through classifyEnd, accounts through
+// accountExistsDifferently. Provisioning a limit (provision.go) and
+// carrying a hold to a new resource (migrate.go) read the statuses of
+// transfers of their own, with their own meanings, where they send them.
 type outcome uint8
 
 const (
@@ -52,6 +57,37 @@ func classify(s tb.CreateTransferStatus) outcome {
 		return outReusedID
 	}
 	return outUnexpected
+}
+
+// ending is what the status of a post or void of a hold means.
+type ending uint8
+
+const (
+	endedNow      ending = iota // created, or exists: this post or void ended the hold
+	endExpired                  // the hold expired first: its units are back
+	endPostedYet                // another post ended it already
+	endVoidedYet                // another void ended it already
+	endNoHold                   // there is no such hold
+	endUnexpected               // anything else
+)
+
+// classifyEnd turns the status of a post or void of a hold into what it
+// means: every post and void this package sends (Commit, Cancel, Reset,
+// a lease's give-back) is read through it.
+func classifyEnd(s tb.CreateTransferStatus) ending {
+	switch s {
+	case tb.TransferCreated, tb.TransferExists:
+		return endedNow
+	case tb.TransferPendingTransferExpired:
+		return endExpired
+	case tb.TransferPendingTransferAlreadyPosted:
+		return endPostedYet
+	case tb.TransferPendingTransferAlreadyVoided:
+		return endVoidedYet
+	case tb.TransferPendingTransferNotFound:
+		return endNoHold
+	}
+	return endUnexpected
 }
 
 // decision returns the results of o's deciding chain: the linked chain
@@ -261,7 +297,7 @@ func (o *op) again() {
 	res := o.res
 	o.reset()
 	kept := func(i int) bool {
-		return res != nil && (res[i].Status == tb.TransferCreated || res[i].Status == tb.TransferLinkedEventFailed)
+		return res != nil && (classify(res[i].Status) == outAdmitted || classify(res[i].Status) == outLinked)
 	}
 	if !o.key.IsZero() && !o.marked && !kept(0) {
 		marker := keyMarker(o.key, o.chain)

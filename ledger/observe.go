@@ -94,7 +94,7 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 			return ended, err
 		}
 		for _, s := range o.res {
-			if s.Status == tb.TransferCreated { // expired or ended meanwhile: nothing to give back
+			if classifyEnd(s.Status) == endedNow { // else expired or ended meanwhile: nothing to give back
 				ended++
 			}
 		}

@@ -236,7 +236,7 @@ func (c *Client) settle(o *op, now int64) {
 // already (TigerBeetle echoes the original's).
 func (o *op) earlierTS() uint64 {
 	for _, s := range o.decision() {
-		if s.Status == tb.TransferCreated {
+		if classify(s.Status) == outAdmitted {
 			return s.Timestamp
 		}
 	}
@@ -249,11 +249,11 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 	switch {
 	case flags.Pending:
 		amount, _ := u64(t.Amount)
-		switch s.Status {
-		case tb.TransferCreated:
+		switch classify(s.Status) {
+		case outAdmitted:
 			u.v.admitted(amount, s.Timestamp)
 			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
-		case tb.TransferExceedsCredits:
+		case outDenied:
 			u.v.denied(amount, s.Timestamp, now)
 			if !u.v.complete() && !u.v.scanQueued && now-u.v.scanLocal >= int64(recheck) {
 				u.v.scanQueued = true // denied, and it does not know when units return
@@ -261,7 +261,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 			}
 		}
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
-		if s.Status == tb.TransferCreated {
+		if classifyEnd(s.Status) == endedNow {
 			u.v.ended(fromTB(t.PendingID), flags.PostPendingTransfer)
 		}
 	}

@@ -102,13 +102,16 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return nil
 	}
 	s, err := r.end(ctx, roleCancel, tb.TransferFlags{VoidPendingTransfer: true})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case s == tb.TransferCreated, s == tb.TransferPendingTransferExpired, s == tb.TransferPendingTransferAlreadyVoided:
+	}
+	switch classifyEnd(s) {
+	case endedNow, endExpired, endVoidedYet:
 		return nil
-	case s == tb.TransferPendingTransferNotFound && r.d.Reason == Unavailable:
-		return nil // admitted open, and the hold was never made
+	case endNoHold:
+		if r.d.Reason == Unavailable {
+			return nil // admitted open, and the hold was never made
+		}
 	}
 	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, transferStatusError(0, s))
 }
@@ -120,12 +123,13 @@ func (r *Reservation) Commit(ctx context.Context) error {
 		return fmt.Errorf("ledger: commit of a denied reservation %s", r.d.ID)
 	}
 	s, err := r.end(ctx, roleCommit, tb.TransferFlags{PostPendingTransfer: true})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case s == tb.TransferCreated, s == tb.TransferPendingTransferAlreadyPosted:
+	}
+	switch classifyEnd(s) {
+	case endedNow, endPostedYet:
 		return nil
-	case s == tb.TransferPendingTransferExpired:
+	case endExpired:
 		return fmt.Errorf("%w: %s", ErrReservationExpired, r.d.ID)
 	}
 	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, transferStatusError(0, s))
