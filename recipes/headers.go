@@ -46,6 +46,9 @@ func itemOf(p PolicyResult) policyItem {
 	if p.Decision.Reason == ledger.LimitExceeded && p.Decision.RetryAfter >= 0 {
 		it.reset = p.Decision.RetryAfter
 	}
+	// A slot returns when a request ends (or its lease does): t is said
+	// only when one was refused.
+	it.noReset = p.Unit == ConcurrentRequests && p.Decision.Allowed
 	return it
 }
 
@@ -88,11 +91,12 @@ func rateLimitFields(items []policyItem) (policy, state string) {
 	return strings.Join(ps, ", "), strings.Join(ss, ", ")
 }
 
-// writeRateLimit adds the RateLimit-Policy and RateLimit lines of items to
-// h. It adds (never sets) a line of each, so that several middlewares each
-// add theirs: a list split over several lines is one list (RFC 9651 §3.1).
-func writeRateLimit(h http.Header, items []policyItem) {
-	policy, state := rateLimitFields(items)
+// writeRateLimit adds the RateLimit-Policy and RateLimit lines that report
+// res to h: every middleware of the package writes its fields here. It adds
+// (never sets) a line of each, so that several middlewares each add
+// theirs: a list split over several lines is one list (RFC 9651 §3.1).
+func writeRateLimit(h http.Header, res Result) {
+	policy, state := res.RateLimitFields()
 	if policy != "" {
 		h.Add("RateLimit-Policy", policy)
 	}

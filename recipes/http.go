@@ -31,7 +31,8 @@ type CostFunc func(*http.Request) uint64
 // (see StackMiddleware), and, for clients of earlier drafts,
 // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (reset in whole
 // seconds, rounded up). A denied request gets 429 Too Many Requests with
-// Retry-After, and next is not called. A request without a key gets 400;
+// Retry-After, or 413 when its cost is more than a bytes limit's whole
+// limit, and next is not called. A request without a key gets 400;
 // when the cluster is unavailable and the Client's policy does not fail
 // open (it returns errors, or denies: FailClosed), the response is 503
 // with Retry-After: 1 and no RateLimit fields.
@@ -66,13 +67,11 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 			h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
 			h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
 			h.Set("RateLimit-Reset", seconds(d.ResetAfter))
-			p := PolicyResult{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}
-			writeRateLimit(h, []policyItem{itemOf(p)})
+			res := Result{Allowed: d.Allowed, Reason: d.Reason, RetryAfter: d.RetryAfter,
+				Policies: []PolicyResult{{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}}}
+			writeRateLimit(h, res)
 			if !d.Allowed {
-				if d.RetryAfter >= 0 {
-					h.Set("Retry-After", seconds(d.RetryAfter))
-				}
-				http.Error(w, "too many requests", http.StatusTooManyRequests)
+				deny(w, res)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -151,7 +150,7 @@ func StackMiddleware(s *Stack[*http.Request], cost func(*http.Request) Cost, opt
 				o.failed(w, r, err)
 				return
 			}
-			writeRateLimit(w.Header(), res.items())
+			writeRateLimit(w.Header(), res)
 			switch {
 			case res.Allowed:
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
@@ -210,7 +209,7 @@ func ResultOf(r *http.Request) (Result, bool) {
 // when the content exceeds a bytes policy's whole limit. For a handler
 // that decides for itself (its keys are in the body, say).
 func Deny(w http.ResponseWriter, res Result) {
-	writeRateLimit(w.Header(), res.items())
+	writeRateLimit(w.Header(), res)
 	deny(w, res)
 }
 
@@ -272,11 +271,11 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 				return
 			}
 			d := rv.Decision()
-			it := policyItem{name: name, unit: ConcurrentRequests, quota: d.Limit, known: d.Reason != ledger.Unavailable,
-				remaining: d.Remaining, reset: d.RetryAfter, noReset: rv.OK()}
-			writeRateLimit(w.Header(), []policyItem{it})
-			if !rv.OK() {
-				deny(w, Result{RetryAfter: d.RetryAfter})
+			res := Result{Allowed: d.Allowed, Reason: d.Reason, RetryAfter: d.RetryAfter,
+				Policies: []PolicyResult{{Policy: name, Unit: ConcurrentRequests, Amount: 1, Decision: d}}}
+			writeRateLimit(w.Header(), res)
+			if !res.Allowed {
+				deny(w, res)
 				return
 			}
 			// Given back even when the request's context is cancelled; if

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +116,27 @@ func TestConcurrency(t *testing.T) {
 			t.Fatalf("Inspect = %+v, %v; want 1 of 1 (a committed slot is kept for good)", u, err)
 		}
 	})
+}
+
+// Middleware answers as StackMiddleware does: a cost over the whole limit
+// of a bytes limit is 413 (waiting would not help), without Retry-After,
+// with the same RateLimit fields.
+func TestMiddlewareContentOverTheWholeLimit(t *testing.T) {
+	bw, err := recipes.NewBandwidth(ledger.New(embedded.New()), recipes.Config{Name: "upload", Ledger: 1, Lazy: true}, recipes.PerMinute(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := recipes.Middleware(bw, func(*http.Request) string { return "k" }, func(r *http.Request) uint64 { return uint64(r.ContentLength) })(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler called") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 101))))
+	if rec.Code != http.StatusRequestEntityTooLarge || rec.Header().Get("Retry-After") != "" {
+		t.Fatalf("101 bytes against 100 a minute: %d %v, want 413 without Retry-After", rec.Code, rec.Header())
+	}
+	if got, want := rec.Header().Get("RateLimit-Policy"), `"upload";q=100;qu="content-bytes";w=60`; got != want {
+		t.Errorf("RateLimit-Policy = %s, want %s", got, want)
+	}
 }
