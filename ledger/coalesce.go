@@ -114,15 +114,13 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	switch classify(g.res.Status) {
 	case outAdmitted:
 		at := g.res.Timestamp
-		after := u.v.available(at)
+		r := u.v.report(0, at, false)
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
 			amount, _ := u64(o.chain[0].Amount)
-			d := Decision{Allowed: true, Reason: Admitted, ID: fromTB(g.t.ID), Timestamp: at, Limit: u.v.limit, Remaining: after,
-				ResetAfter: u.v.resetAfter(at)}
-			o.ds1[0] = d
+			o.ds1[0] = r.decision(true, Admitted, fromTB(g.t.ID), at) // as if the members had come one by one
 			o.ds = o.ds1[:]
-			after += amount
+			r.remaining += amount
 			c.noteUse(u, now)
 		}
 	case outDenied:

@@ -518,7 +518,7 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	var ds []Decision
 	for _, e := range o.events {
 		if e.decide {
-			ds = append(ds, Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: name})
+			ds = append(ds, c.unanswered(name))
 		}
 	}
 	if c.unavailable == ReturnError || o.payment {
@@ -531,6 +531,13 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 		return ds, &attemptError{id: name, err: err}
 	}
 	return ds, nil
+}
+
+// unanswered is the Decision for a call the cluster did not answer (id:
+// the attempt's name, zero if it has none): what the Client's Policy
+// makes of it.
+func (c *Client) unanswered(id ID) Decision {
+	return Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: id}
 }
 
 // denyPublished denies amount units of u from its published denial
@@ -592,13 +599,9 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 			ds = append(ds, denial)
 			continue
 		}
-		amount := holds[i].Request.Amount
 		us[i].mu.Lock()
-		d := localDenial(&us[i].v, amount, t)
+		d := us[i].v.verdict(holds[i].Request.Amount, t)
 		us[i].mu.Unlock()
-		if d.Remaining >= amount {
-			d.Reason, d.RetryAfter = Admitted, 0
-		}
 		ds = append(ds, d)
 	}
 	c.localDenials.add(1)

@@ -36,3 +36,19 @@
 // tigerbeetle-go Client: a real cluster (Dial) or the embedded engine in
 // ledger/embedded (New). Most callers want the limiters in package recipes.
 package ledger
+
+// For a maintainer, where things are:
+//   - What a decision reports (Limit, Remaining, RetryAfter, ResetAfter):
+//     report in view.go, the one constructor of a decided Decision; the
+//     HTTP fields made of it are written in one place in package recipes
+//     (writeRateLimit, from Result.items).
+//   - What a TigerBeetle status means: classify (holds of decisions),
+//     classifyEnd (posts and voids), accountExistsDifferently (accounts).
+//   - Reading an account's transfers or a ledger's accounts: pages, in
+//     read.go; a lease's give-back is recognised by regranted.
+//   - The view stays in this package, not in a package of its own: the
+//     pipeline, provisioning and leases read and write its fields under
+//     the user's mutex (its limit, whether it is stale or queued for a
+//     read), and its hot fields share the user's first cache lines with
+//     that bookkeeping (see view); a package boundary would export them
+//     all or split the struct.

@@ -104,7 +104,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 				continue // renewed by another call: try the new lease
 			case <-ctx.Done():
 				// Nothing was sent for this call: no attempt to name.
-				d := Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable}
+				d := c.unanswered(ID{})
 				if c.unavailable == ReturnError {
 					return d, unavailable(context.Cause(ctx))
 				}
@@ -126,8 +126,8 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
 		l.used += amount
 		c.leaseAdmissions.Add(1)
-		return Decision{Allowed: true, Reason: Admitted, Limit: u.v.limit, Remaining: u.v.available(t) + l.granted - l.used,
-			ResetAfter: u.res.Window, ID: fromTB(l.hold.ID), Timestamp: t}, true
+		r := report{limit: u.v.limit, remaining: u.v.available(t) + l.granted - l.used, resetAt: t + uint64(u.res.Window)}
+		return r.decision(true, Admitted, fromTB(l.hold.ID), t), true
 	}
 	if u.v.deny(amount, t, now) {
 		c.localDenials.add(1)

@@ -272,16 +272,11 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
 	amount, _ := u64(t.Amount)
 	at := s.Timestamp
-	d := Decision{ID: fromTB(t.ID), Timestamp: at, Limit: v.limit, Remaining: v.available(at), Reason: Admitted}
-	switch {
-	case !failed:
-		d.Allowed = true
-	case classify(s.Status) == outDenied || amount > d.Remaining:
-		d.Reason = LimitExceeded
-		d.RetryAfter = v.retryAfter(amount, at)
+	reason := Admitted // when failed: it would have fitted, another part of the chain failed
+	if failed && (classify(s.Status) == outDenied || amount > v.available(at)) {
+		reason = LimitExceeded
 	}
-	d.ResetAfter = v.resetAfter(at)
-	return d
+	return v.report(amount, at, reason == LimitExceeded).decision(!failed, reason, fromTB(t.ID), at)
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
@@ -305,8 +300,7 @@ func (c *Client) noteUse(u *user, now int64) {
 // localDenial is the Decision for amount units of u denied on its view's
 // word at cluster time t. u.mu is held.
 func localDenial(v *view, amount, t uint64) Decision {
-	return Decision{Reason: LimitExceeded, Limit: v.limit, Remaining: v.available(t), Timestamp: t,
-		RetryAfter: v.retryAfter(amount, t), ResetAfter: v.resetAfter(t)}
+	return v.report(amount, t, true).decision(false, LimitExceeded, ID{}, t)
 }
 
 // batch is what build made of a batch of ops: the transfers to send, and

@@ -96,11 +96,10 @@ func (u *user) withdraw() {
 // while the cluster's clock is before until and this Client's before
 // untilLocal, and nothing else happens to the user (see user.denial).
 type denial struct {
-	amount, limit, avail uint64
-	retryAt, resetAt     uint64 // instants (see view.retryAt)
-	window               uint64
-	until                uint64 // no hold returns before it
-	untilLocal           int64  // the view denies on its word until then
+	amount     uint64
+	report     report
+	until      uint64 // no hold returns before it
+	untilLocal int64  // the view denies on its word until then
 	// asked, for a denial decided for a call to a lease (WithLeases),
 	// counts the units the calls it denies asked: the lease's demand,
 	// counted without u.mu, in the lease's own counter (lease.asked), which
@@ -124,9 +123,7 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 	if until <= t {
 		return
 	}
-	dn := &denial{amount: amount, limit: v.limit, avail: v.available(t),
-		retryAt: v.retryAt(amount, t), resetAt: v.resetAt(t), window: v.window,
-		until: until, untilLocal: v.checked + int64(recheck)}
+	dn := &denial{amount: amount, report: v.report(amount, t, true), until: until, untilLocal: v.checked + int64(recheck)}
 	if leased {
 		if u.lease.asked == nil {
 			u.lease.asked = new(counter) // once per user: denials come and go
@@ -138,7 +135,7 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 
 // under says whether d was decided under the limit of plan (a
 // Request.Limit; 0, no plan, takes any).
-func (d *denial) under(plan uint64) bool { return plan == 0 || d.limit == plan }
+func (d *denial) under(plan uint64) bool { return plan == 0 || d.report.limit == plan }
 
 // decision is d's Decision at cluster time t (local time now), if it
 // holds for amount units then.
@@ -146,8 +143,7 @@ func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
 	if amount != d.amount || t >= d.until || now >= d.untilLocal {
 		return Decision{}, false
 	}
-	return Decision{Reason: LimitExceeded, Limit: d.limit, Remaining: d.avail, Timestamp: t,
-		RetryAfter: retryAfter(d.retryAt, t, d.window), ResetAfter: time.Duration(d.resetAt - min(d.resetAt, t))}, true
+	return d.report.decision(false, LimitExceeded, ID{}, t), true
 }
 
 // users is the Client's table of users, found by resource and key (one

@@ -294,13 +294,52 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 	return v.checked != 0 && now-v.checked < int64(recheck) && v.complete() && v.available(t) < amount
 }
 
-// retryAfter is how long after t amount units will have returned, from the
-// holds known and, for the unknown units, the latest instant they return:
-// exact when the view is complete. It is negative when amount exceeds the
-// limit, and the longest a unit can stay in flight when the view cannot
-// tell.
-func (v *view) retryAfter(amount, t uint64) time.Duration {
-	return retryAfter(v.retryAt(amount, t), t, v.window)
+// report is what a Decision says of a user: its limit, what remains, when
+// the units asked return (retryAt, for a denial) and when all of them have
+// (resetAt), as instants, so that a report can be kept and read later (a
+// published denial keeps one). It is the one place where a Decision's
+// Limit, Remaining, RetryAfter and ResetAfter are worked out: view.report
+// makes one, report.decision makes the Decision.
+type report struct {
+	limit, remaining uint64
+	retryAt, resetAt uint64 // see view.retryAt and view.resetAt
+	window           uint64 // the view's: what untellable means
+}
+
+// report is what v says at t of a decision on amount units; denied asks
+// when they will have returned too (which reads the holds).
+func (v *view) report(amount, t uint64, denied bool) report {
+	r := report{limit: v.limit, remaining: v.available(t), resetAt: v.resetAt(t), window: v.window}
+	if denied {
+		r.retryAt = v.retryAt(amount, t)
+	}
+	return r
+}
+
+// decision is the Decision r reports at cluster time t, for the transfer
+// id (zero when none was sent). RetryAfter is set for LimitExceeded: how
+// long after t the units will have returned, from the holds known and, for
+// the unknown units, the latest instant they return (exact when the view
+// is complete); negative when they exceed the limit, and the longest a
+// unit can stay in flight when the view cannot tell.
+func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision {
+	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: t, Limit: r.limit, Remaining: r.remaining,
+		ResetAfter: time.Duration(r.resetAt - min(r.resetAt, t))}
+	if reason == LimitExceeded {
+		d.RetryAfter = retryAfter(r.retryAt, t, r.window)
+	}
+	return d
+}
+
+// verdict is the Decision v gives amount units at t without taking them:
+// LimitExceeded when they do not fit, else Admitted (but not Allowed:
+// nothing was taken). u.mu is held.
+func (v *view) verdict(amount, t uint64) Decision {
+	reason := Admitted
+	if v.available(t) < amount {
+		reason = LimitExceeded
+	}
+	return v.report(amount, t, reason == LimitExceeded).decision(false, reason, ID{}, t)
 }
 
 // Instants that are not: see retryAt.
@@ -352,9 +391,6 @@ func retryAfter(at, t, window uint64) time.Duration {
 	}
 	return time.Duration(at - min(at, t))
 }
-
-// resetAfter is how long after t every unit in flight has returned.
-func (v *view) resetAfter(t uint64) time.Duration { return time.Duration(v.resetAt(t) - t) }
 
 // resetAt is the instant every unit in flight at t has returned by (t if
 // none is).

@@ -36,13 +36,13 @@ func TestViewCountsItsOwnHolds(t *testing.T) {
 		if got := v.inFlight(step.at); got != step.inFlight {
 			t.Errorf("inFlight(%v) = %d, want %d", step.at, got, step.inFlight)
 		}
-		if got := v.retryAfter(4, step.at); got != step.retry4 {
+		if got := localDenial(&v, 4, step.at).RetryAfter; got != step.retry4 {
 			t.Errorf("retryAfter(4, %v) = %v, want %v", step.at, got, step.retry4)
 		}
-		if got := v.retryAfter(11, step.at); got != step.retry11 {
+		if got := localDenial(&v, 11, step.at).RetryAfter; got != step.retry11 {
 			t.Errorf("retryAfter(11, %v) = %v, want %v (more than the limit)", step.at, got, step.retry11)
 		}
-		if got := v.resetAfter(step.at); got != step.reset {
+		if got := localDenial(&v, 0, step.at).ResetAfter; got != step.reset {
 			t.Errorf("resetAfter(%v) = %v, want %v", step.at, got, step.reset)
 		}
 	}
@@ -98,7 +98,7 @@ func TestViewKnowsItsLastReturn(t *testing.T) {
 		if v.top != top {
 			t.Errorf("%s: top %v, want %v", step, v.top, top)
 		}
-		if got := v.resetAfter(1 * sec); got != want {
+		if got := localDenial(&v, 0, 1*sec).ResetAfter; got != want {
 			t.Errorf("%s: resetAfter %v, want %v", step, got, want)
 		}
 	}
@@ -180,10 +180,10 @@ func TestViewUnpredictedDenial(t *testing.T) {
 	}
 	// The view's own hold returns at 10s; the unknown units surely by a
 	// window (and a second for re-holds) after the denial.
-	if got := v.retryAfter(1, sec); got != 9*time.Second {
+	if got := localDenial(&v, 1, sec).RetryAfter; got != 9*time.Second {
 		t.Fatalf("retryAfter(1) = %v, want 9s (its own hold)", got)
 	}
-	if got := v.retryAfter(3, sec); got != 11*time.Second {
+	if got := localDenial(&v, 3, sec).RetryAfter; got != 11*time.Second {
 		t.Fatalf("retryAfter(3) = %v, want 11s (the unknown units too)", got)
 	}
 	// A read fixes it: 5 in flight, 2 of them ours.
@@ -260,9 +260,9 @@ func TestViewScanned(t *testing.T) {
 	v := newView(0)
 	v.denied(1, sec, 1) // unknown units
 	v.scanned([]flight{{id: id(5), amount: 6, expires: 5 * sec}, {id: id(6), amount: 4, expires: 3 * sec}}, sec)
-	if !v.complete() || v.available(sec) != 0 || v.retryAfter(4, sec) != 2*time.Second || v.retryAfter(5, sec) != 4*time.Second {
+	if !v.complete() || v.available(sec) != 0 || localDenial(&v, 4, sec).RetryAfter != 2*time.Second || localDenial(&v, 5, sec).RetryAfter != 4*time.Second {
 		t.Fatalf("after a scan: complete %v, available %d, retryAfter(4) %v, retryAfter(5) %v",
-			v.complete(), v.available(sec), v.retryAfter(4, sec), v.retryAfter(5, sec))
+			v.complete(), v.available(sec), localDenial(&v, 4, sec).RetryAfter, localDenial(&v, 5, sec).RetryAfter)
 	}
 }
 
