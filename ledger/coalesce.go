@@ -114,7 +114,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	switch classify(g.res.Status) {
 	case outAdmitted:
 		at := g.res.Timestamp
-		r := u.v.report(0, at, false)
+		r := u.v.report(at)
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
 			amount, _ := u64(o.chain[0].Amount)

@@ -272,11 +272,13 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
 	amount, _ := u64(t.Amount)
 	at := s.Timestamp
-	reason := Admitted // when failed: it would have fitted, another part of the chain failed
-	if failed && (classify(s.Status) == outDenied || amount > v.available(at)) {
-		reason = LimitExceeded
+	r := v.report(at)
+	if failed && (classify(s.Status) == outDenied || amount > r.remaining) {
+		r.retryAt = v.retryAt(amount, at)
+		return r.decision(false, LimitExceeded, fromTB(t.ID), at)
 	}
-	return v.report(amount, at, reason == LimitExceeded).decision(!failed, reason, fromTB(t.ID), at)
+	// Admitted, or (failed) it would have fitted: another part of the chain failed.
+	return r.decision(!failed, Admitted, fromTB(t.ID), at)
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
@@ -300,7 +302,7 @@ func (c *Client) noteUse(u *user, now int64) {
 // localDenial is the Decision for amount units of u denied on its view's
 // word at cluster time t. u.mu is held.
 func localDenial(v *view, amount, t uint64) Decision {
-	return v.report(amount, t, true).decision(false, LimitExceeded, ID{}, t)
+	return v.denialReport(amount, t).decision(false, LimitExceeded, ID{}, t)
 }
 
 // batch is what build made of a batch of ops: the transfers to send, and

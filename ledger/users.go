@@ -123,7 +123,7 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 	if until <= t {
 		return
 	}
-	dn := &denial{amount: amount, report: v.report(amount, t, true), until: until, untilLocal: v.checked + int64(recheck)}
+	dn := &denial{amount: amount, report: v.denialReport(amount, t), until: until, untilLocal: v.checked + int64(recheck)}
 	if leased {
 		if u.lease.asked == nil {
 			u.lease.asked = new(counter) // once per user: denials come and go

@@ -303,16 +303,25 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 type report struct {
 	limit, remaining uint64
 	retryAt, resetAt uint64 // see view.retryAt and view.resetAt
-	window           uint64 // the view's: what untellable means
+	window           uint64 // the view's, for a denial: what untellable means
 }
 
-// report is what v says at t of a decision on amount units; denied asks
-// when they will have returned too (which reads the holds).
-func (v *view) report(amount, t uint64, denied bool) report {
-	r := report{limit: v.limit, remaining: v.available(t), resetAt: v.resetAt(t), window: v.window}
-	if denied {
-		r.retryAt = v.retryAt(amount, t)
+// report is what v says at t: every decision makes one, from the view's
+// hot fields only (see view).
+func (v *view) report(t uint64) report {
+	in := v.inFlight(t)
+	r := report{limit: v.limit, remaining: v.limit - min(v.limit, in), resetAt: t}
+	if in > 0 {
+		r.resetAt = v.lastReturnAt(t)
 	}
+	return r
+}
+
+// denialReport is v's report at t of a denial of amount units: it also
+// says when they will have returned, which reads the holds.
+func (v *view) denialReport(amount, t uint64) report {
+	r := v.report(t)
+	r.retryAt, r.window = v.retryAt(amount, t), v.window
 	return r
 }
 
@@ -335,11 +344,10 @@ func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision 
 // LimitExceeded when they do not fit, else Admitted (but not Allowed:
 // nothing was taken). u.mu is held.
 func (v *view) verdict(amount, t uint64) Decision {
-	reason := Admitted
 	if v.available(t) < amount {
-		reason = LimitExceeded
+		return v.denialReport(amount, t).decision(false, LimitExceeded, ID{}, t)
 	}
-	return v.report(amount, t, reason == LimitExceeded).decision(false, reason, ID{}, t)
+	return v.report(t).decision(false, Admitted, ID{}, t)
 }
 
 // Instants that are not: see retryAt.
@@ -395,10 +403,16 @@ func retryAfter(at, t, window uint64) time.Duration {
 // resetAt is the instant every unit in flight at t has returned by (t if
 // none is).
 func (v *view) resetAt(t uint64) uint64 {
-	end := t
 	if v.inFlight(t) == 0 {
 		return t
 	}
+	return v.lastReturnAt(t)
+}
+
+// lastReturnAt is when the last unit the view knows in flight at t
+// returns (with some in flight).
+func (v *view) lastReturnAt(t uint64) uint64 {
+	end := t
 	if len(v.holds) > 0 {
 		end = v.top
 	}
