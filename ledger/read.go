@@ -72,8 +72,13 @@ func pages[R any](lo, hi *uint64, limit *uint32, reversed bool, size func() uint
 
 // queryAccounts returns every account of f.
 func (c *Client) queryAccounts(ctx context.Context, f tb.QueryFilter) ([]tb.Account, error) {
-	var out []tb.Account
-	for got, err := range c.accountPages(ctx, f, fullPages) {
+	return all(c.accountPages(ctx, f, fullPages))
+}
+
+// all returns every result of ps, or its error.
+func all[R any](ps iter.Seq2[[]R, error]) ([]R, error) {
+	var out []R
+	for got, err := range ps {
 		if err != nil {
 			return nil, err
 		}
