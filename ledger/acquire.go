@@ -66,7 +66,7 @@ const (
 	LimitExceeded
 	// InsufficientFunds: a payment's source account lacked the money.
 	InsufficientFunds
-	// Unavailable: the cluster did not answer; the Client's Policy decided.
+	// Unavailable: the cluster did not answer; the Client's OnUnavailable decided.
 	Unavailable
 )
 
@@ -170,7 +170,7 @@ func validAmount(amount uint64) error {
 //
 // An unknown user is provisioned with r.DefaultLimit within the call when r
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
-// in time, the Client's Policy decides (see WithUnavailable).
+// in time, the Client's OnUnavailable decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
 	if err := validHold(r, &req); err != nil {
 		return Decision{}, err

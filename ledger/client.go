@@ -34,7 +34,7 @@ type Client struct {
 	conn        *conn.Conn
 	pipe        *conn.Batcher[*op]
 	now         func() time.Time
-	unavailable Policy
+	unavailable OnUnavailable
 	closeTB     bool
 	maxWaiting  int
 	exact       bool          // WithExactDecisions
@@ -58,13 +58,21 @@ type Client struct {
 	leaseAdmissions atomic.Uint64
 }
 
-// Policy says what a decision returns when the cluster is unavailable.
-type Policy uint8
+// OnUnavailable says what a decision returns when the cluster is
+// unavailable (WithUnavailable). It is not a limit: those are
+// recipes.Policy.
+type OnUnavailable uint8
+
+// Policy is the name OnUnavailable had.
+//
+// Deprecated: use OnUnavailable, whose name does not clash with
+// recipes.Policy.
+type Policy = OnUnavailable
 
 const (
 	// ReturnError returns the error (wrapping ErrUnavailable) and a
 	// Decision that does not allow. It is the default.
-	ReturnError Policy = iota
+	ReturnError OnUnavailable = iota
 	// FailOpen allows the request and returns no error; the Decision is
 	// marked Unavailable. Money is never paid open: Pay always returns the
 	// error.
@@ -75,7 +83,7 @@ const (
 )
 
 // String returns "error", "open" or "closed".
-func (p Policy) String() string {
+func (p OnUnavailable) String() string {
 	switch p {
 	case ReturnError:
 		return "error"
@@ -84,7 +92,7 @@ func (p Policy) String() string {
 	case FailClosed:
 		return "closed"
 	}
-	return fmt.Sprintf("Policy(%d)", uint8(p))
+	return fmt.Sprintf("OnUnavailable(%d)", uint8(p))
 }
 
 // Option configures a Client.
@@ -96,9 +104,9 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.conn.SetTi
 
 // WithUnavailable sets what decisions return when the cluster is
 // unavailable: ReturnError, FailOpen or FailClosed, one of them. Any other
-// value (FailOpen|FailClosed is not a policy) panics, as a programming
+// value (FailOpen|FailClosed is not one) panics, as a programming
 // error, when the Client is built.
-func WithUnavailable(p Policy) Option {
+func WithUnavailable(p OnUnavailable) Option {
 	return func(c *Client) {
 		switch p {
 		case ReturnError, FailOpen, FailClosed:

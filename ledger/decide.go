@@ -164,7 +164,7 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 // request whose ID was spent by an earlier attempt is sent again as a new
 // attempt under that ID (see again); a user of a lazy resource found missing
 // is provisioned and the chain sent again (once); an unanswered call goes
-// to the Client's Policy.
+// to the Client's OnUnavailable.
 func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, error) {
 	for provisioned, recredited, attempts := false, false, 0; ; attempts++ {
 		if err := c.submit(ctx, o); err != nil {
@@ -503,7 +503,7 @@ func (c *Client) missing(ctx context.Context, r Resource, key string) error {
 	return &UnknownUserError{Resource: r, User: key}
 }
 
-// unavailableDecisions applies the Client's Policy to o, whose answer did
+// unavailableDecisions applies the Client's OnUnavailable to o, whose answer did
 // not come: one Decision per deciding hold, and the error to return.
 func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	if !errors.Is(err, ErrUnavailable) {
@@ -534,7 +534,7 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 }
 
 // unanswered is the Decision for a call the cluster did not answer (id:
-// the attempt's name, zero if it has none): what the Client's Policy
+// the attempt's name, zero if it has none): what the Client's OnUnavailable
 // makes of it.
 func (c *Client) unanswered(id ID) Decision {
 	return Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: id}

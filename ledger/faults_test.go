@@ -111,7 +111,7 @@ func TestDeadlinesUnderFaults(t *testing.T) {
 		for _, f := range []struct {
 			name   string
 			faults simnet.Faults
-			policy ledger.Policy
+			policy ledger.OnUnavailable
 		}{
 			{"stalled", simnet.Faults{Stall: true}, ledger.ReturnError},
 			{"lossy", lossy, ledger.ReturnError},

@@ -33,7 +33,7 @@ type Payment struct {
 // applies both or neither: over the limit (Reason LimitExceeded) or short of
 // funds (Reason InsufficientFunds), nothing at all is written to either
 // ledger. A payment is never made when the cluster is unavailable, whatever
-// the Client's Policy.
+// the Client's OnUnavailable.
 func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, error) {
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
@@ -83,7 +83,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 // payment is the op of a payment: a pending reservation of its amount on
 // r's limit ledger for u (p.From), linked to the transfer itself on r's
 // currency ledger, which carries the reservation's ID in user_data_128. A
-// payment is never made open, whatever the Client's Policy.
+// payment is never made open, whatever the Client's OnUnavailable.
 func (c *Client) payment(r Resource, p Payment, u *user) *op {
 	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
 	reserve.UserData64, reserve.Code = p.Ref, codeReserve

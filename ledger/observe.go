@@ -20,7 +20,7 @@ type Observer interface {
 type DecisionEvent struct {
 	// Resource is the limit decided on.
 	Resource Resource
-	// Decision is the answer (when Err is not nil, what the Client's Policy
+	// Decision is the answer (when Err is not nil, what the Client's OnUnavailable
 	// made of it, or the zero Decision).
 	Decision Decision
 	// Err is the error the call returned, if any.

@@ -95,7 +95,7 @@ func (r *Reservation) Decision() Decision { return r.d }
 // Cancel gives the units back now. Cancelling a reservation that expired,
 // was cancelled before, or was denied is not an error. A reservation the
 // cluster did not answer (Reason Unavailable, allowed or not by the
-// Client's Policy) may hold units or not: Cancel voids them if it does,
+// Client's OnUnavailable) may hold units or not: Cancel voids them if it does,
 // so that they do not stay held until the window passes.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.OK() && r.d.Reason != Unavailable {

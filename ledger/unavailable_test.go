@@ -59,7 +59,7 @@ func TestUnavailableCluster(t *testing.T) {
 		{"nothing listens", freeAddress(t)},
 		{"wrong cluster (never answers)", silentAddress(t)},
 	} {
-		for _, policy := range []ledger.Policy{ledger.ReturnError, ledger.FailOpen, ledger.FailClosed} {
+		for _, policy := range []ledger.OnUnavailable{ledger.ReturnError, ledger.FailOpen, ledger.FailClosed} {
 			t.Run(addr.name+"/"+policy.String(), func(t *testing.T) {
 				c, err := ledger.Dial(0, []string{addr.addr}, ledger.WithUnavailable(policy))
 				if err != nil {
