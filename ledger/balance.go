@@ -166,18 +166,6 @@ func (c *Client) stillHeld(ctx context.Context, fs []flight, done, checked map[I
 	return liveUnits(fs, done) >= want, nil
 }
 
-// resolutionIDs are the IDs of every transfer this package may send to end
-// hold id: Reservation.Commit, the voids (Reservation.Cancel, Reset, and a
-// lease's give-back of what it did not use) and SetLimit's post.
-func resolutionIDs(id ID) [3]ID {
-	return [3]ID{endID(roleCommit, id), endID(roleCancel, id), endID(roleLowerPost, id)}
-}
-
-// endID is the ID of the transfer that ends hold id in role (roleCommit,
-// roleCancel or roleLowerPost): derived, so that a retry is applied once
-// and inFlight can find it.
-func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }
-
 // pageSize is how many transfers to ask for to find want units: at least a
 // few, at most a full batch.
 func pageSize(want uint64) uint32 {

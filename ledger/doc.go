@@ -42,8 +42,12 @@ package ledger
 //     report in view.go, the one constructor of a decided Decision; the
 //     HTTP fields made of it are written in one place in package recipes
 //     (writeRateLimit, from Result.items).
-//   - What a TigerBeetle status means: classify (holds of decisions),
-//     classifyEnd (posts and voids), accountExistsDifferently (accounts).
+//   - What a TigerBeetle status means, in status.go: classify (holds of
+//     decisions), classifyEnd (posts and voids), accountExistsDifferently
+//     (accounts).
+//   - A decision's way: decide.go (the retry loop), markers.go (request
+//     IDs), lazy.go (users provisioned on first use), denial.go (denials
+//     without I/O), unavailable.go (no answer), pipeline.go (sending).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - The view stays in this package, not in a package of its own: the

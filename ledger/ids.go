@@ -295,3 +295,15 @@ func stateID(account ID, credits, debits tb.Uint128, attempt uint64) ID {
 	binary.LittleEndian.PutUint64(buf[48:], attempt)
 	return derive(roleLimitChange, 0, string(buf[:]))
 }
+
+// resolutionIDs are the IDs of every transfer this package may send to end
+// hold id: Reservation.Commit, the voids (Reservation.Cancel, Reset, and a
+// lease's give-back of what it did not use) and SetLimit's post.
+func resolutionIDs(id ID) [3]ID {
+	return [3]ID{endID(roleCommit, id), endID(roleCancel, id), endID(roleLowerPost, id)}
+}
+
+// endID is the ID of the transfer that ends hold id in role (roleCommit,
+// roleCancel or roleLowerPost): derived, so that a retry is applied once
+// and inFlight can find it.
+func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }

@@ -299,12 +299,6 @@ func (c *Client) noteUse(u *user, now int64) {
 	}
 }
 
-// localDenial is the Decision for amount units of u denied on its view's
-// word at cluster time t. u.mu is held.
-func localDenial(v *view, amount, t uint64) Decision {
-	return v.denialReport(amount, t).decision(false, LimitExceeded, ID{}, t)
-}
-
 // batch is what build made of a batch of ops: the transfers to send, and
 // the ops and merged groups they belong to, in the order sent.
 type batch struct {

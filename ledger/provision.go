@@ -97,18 +97,6 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 	return nil
 }
 
-// accountExistsDifferently reports whether s says that an account with
-// the ID exists with other fields.
-func accountExistsDifferently(s tb.CreateAccountStatus) bool {
-	switch s {
-	case tb.AccountExistsWithDifferentFlags, tb.AccountExistsWithDifferentUserData128,
-		tb.AccountExistsWithDifferentUserData64, tb.AccountExistsWithDifferentUserData32,
-		tb.AccountExistsWithDifferentLedger, tb.AccountExistsWithDifferentCode:
-		return true
-	}
-	return false
-}
-
 // Resource reads the definition of the resource on ledger from the cluster.
 func (c *Client) Resource(ctx context.Context, ledger uint32) (Resource, error) {
 	a, ok, err := c.lookupAccount(ctx, OperatorID(ledger))
