@@ -8,7 +8,7 @@ import (
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 func TestEachRunsTheBodyOnEveryBackend(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tblimit/tblimit/testenv/fake"
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 // envDialProbe makes Start and Shared, in a child test binary, accept a fake server that

@@ -16,7 +16,7 @@ import (
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/testenv/fake"
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 func TestStartStopsAndRemovesOnCleanup(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 // acceptRequests is the first acceptance scenario: 5 requests per window w;

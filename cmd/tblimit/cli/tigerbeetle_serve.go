@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 type serveOptions struct {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tblimit/tblimit/testenv/launch"
+	"github.com/tblimit/tblimit/internal/launch"
 )
 
 // Outside of tests, as `tblimit tigerbeetle up` does: a server that keeps its data.
