@@ -45,7 +45,7 @@ type flight struct {
 	code    uint16
 }
 
-// inFlight lists the pending transfers out of account uid that have not
+// readFlights lists the pending transfers out of account uid that have not
 // expired at cluster time now, ordered by when they return, reading pages
 // from the oldest until it has found want units (0: all of them). Units
 // posted by SetLimit are left out. Every unit in flight was created within
@@ -62,7 +62,7 @@ type flight struct {
 // returns by then or earlier. The estimates of a decision (RetryAfter, how
 // long a drained user stays denied locally) take that cheaper answer: it
 // can make them early, never late.
-func (c *Client) inFlight(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64, exact bool) ([]flight, error) {
+func (c *Client) readFlights(ctx context.Context, uid ID, window time.Duration, now uint64, want uint64, exact bool) ([]flight, error) {
 	f := tb.AccountFilter{
 		AccountID:    uid.tb(),
 		TimestampMin: now - min(now, uint64(window)) + 1,

@@ -305,5 +305,5 @@ func resolutionIDs(id ID) [3]ID {
 
 // endID is the ID of the transfer that ends hold id in role (roleCommit,
 // roleCancel or roleLowerPost): derived, so that a retry is applied once
-// and inFlight can find it.
+// and readFlights can find it.
 func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }

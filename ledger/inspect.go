@@ -36,7 +36,7 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 		return u, nil
 	}
 	now := uint64(c.now().UnixNano())
-	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), now, 1, true)
+	flights, err := c.readFlights(ctx, uid, maxTimeout(r.Window), now, 1, true)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -99,7 +99,7 @@ func (c *Client) Flights(ctx context.Context, r Resource, key string, max int) (
 	if err != nil {
 		return nil, err
 	}
-	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), uint64(c.now().UnixNano()), 0, true)
+	flights, err := c.readFlights(ctx, uid, maxTimeout(r.Window), uint64(c.now().UnixNano()), 0, true)
 	if err != nil {
 		return nil, err
 	}

@@ -443,7 +443,7 @@ const maxLimitSteps = 10000
 // nothing is in flight any more.
 func (c *Client) lowerInFlight(ctx context.Context, r Resource, uid ID, by uint64) ([]tb.Transfer, error) {
 	now := uint64(c.now().UnixNano())
-	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), now, by, true)
+	flights, err := c.readFlights(ctx, uid, maxTimeout(r.Window), now, by, true)
 	if err != nil || len(flights) == 0 {
 		return nil, err
 	}

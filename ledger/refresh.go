@@ -130,7 +130,7 @@ func (c *Client) scanBack() {
 	}
 	t := c.lastTS
 	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
-	flights, err := c.inFlight(ctx, u.id, maxTimeout(window), t, 0, true)
+	flights, err := c.readFlights(ctx, u.id, maxTimeout(window), t, 0, true)
 	cancel()
 	if err != nil {
 		return
@@ -233,7 +233,7 @@ func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
 			continue
 		}
 		t := o.res[e.i].Timestamp
-		flights, err := c.inFlight(ctx, e.u.id, maxTimeout(window), t, 0, true)
+		flights, err := c.readFlights(ctx, e.u.id, maxTimeout(window), t, 0, true)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	flights, err := c.inFlight(ctx, uid, maxTimeout(r.Window), c.clusterNow(), 0, true)
+	flights, err := c.readFlights(ctx, uid, maxTimeout(r.Window), c.clusterNow(), 0, true)
 	if err != nil {
 		return 0, err
 	}
