@@ -10,8 +10,8 @@ import (
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
-	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/internal/launch"
+	"github.com/tblimit/tblimit/ledger"
 )
 
 // server is a real tigerbeetle started by launch.Start for the run,

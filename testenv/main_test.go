@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tblimit/tblimit/testenv/fake"
 	"github.com/tblimit/tblimit/internal/launch"
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 // envDialProbe makes Start and Shared, in a child test binary, accept a fake server that

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tblimit/tblimit/testenv/fake"
 	"github.com/tblimit/tblimit/internal/launch"
+	"github.com/tblimit/tblimit/testenv/fake"
 )
 
 func TestStartStopsAndRemovesOnCleanup(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/internal/launch"
+	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
 // acceptRequests is the first acceptance scenario: 5 requests per window w;

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/internal/launch"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/testenv/fake"
-	"github.com/tblimit/tblimit/internal/launch"
 )
 
 // envMain makes the test binary run as the tblimit command: the kill -9 and
