@@ -302,7 +302,7 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 // makes one, report.decision makes the Decision.
 type report struct {
 	limit, remaining uint64
-	retryAt, resetAt uint64 // see view.retryAt and view.resetAt
+	retryAt, resetAt uint64 // see view.retryAt and view.lastReturnAt (t when nothing is in flight)
 	window           uint64 // the view's, for a denial: what untellable means
 }
 
@@ -398,15 +398,6 @@ func retryAfter(at, t, window uint64) time.Duration {
 		return time.Duration(window) + time.Second
 	}
 	return time.Duration(at - min(at, t))
-}
-
-// resetAt is the instant every unit in flight at t has returned by (t if
-// none is).
-func (v *view) resetAt(t uint64) uint64 {
-	if v.inFlight(t) == 0 {
-		return t
-	}
-	return v.lastReturnAt(t)
 }
 
 // lastReturnAt is when the last unit the view knows in flight at t
