@@ -124,7 +124,7 @@ func (c *Client) audit(ctx context.Context, r Resource, uid ID, limit uint64, fr
 func (c *Client) transfersOf(ctx context.Context, uid ID, from, to uint64) ([]tb.Transfer, error) {
 	f := tb.AccountFilter{AccountID: uid.tb(), TimestampMin: from, TimestampMax: to,
 		Flags: tb.AccountFilterFlags{Debits: true, Credits: true}.ToUint32()}
-	return all(c.transferPages(ctx, f, fullPages))
+	return all(c.transferPages(ctx, &f, fullPages))
 }
 
 // limitSteps is the limit of an account over time: limit[i] from at[i]

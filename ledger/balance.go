@@ -71,12 +71,8 @@ func (c *Client) readFlights(ctx context.Context, uid ID, window time.Duration, 
 	var out []flight
 	done := map[ID]bool{}    // holds ended by a post or void
 	checked := map[ID]bool{} // holds whose post and void were looked up
-	var asked uint32
-	size := func() uint32 {
-		asked = pageSize(want - min(want, liveUnits(out, done)))
-		return asked
-	}
-	for got, err := range c.transferPages(ctx, f, size) {
+	size := func() uint32 { return pageSize(want - min(want, liveUnits(out, done))) }
+	for got, err := range c.transferPages(ctx, &f, size) {
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +89,7 @@ func (c *Client) readFlights(ctx context.Context, uid ID, window time.Duration, 
 				}
 			}
 		}
-		if len(got) < int(asked) {
+		if len(got) < int(f.Limit) {
 			break // the last page: every post and void was seen
 		}
 		if want > 0 && liveUnits(out, done) >= want {
@@ -198,13 +194,13 @@ func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, n
 	longest := uint64(window)
 	last := now
 	ended := map[tb.Uint128]bool{}
-	read, want, asked := 0, uint32(16), uint32(0)
+	read, want := 0, uint32(16)
 	size := func() uint32 {
-		asked = want
+		w := want
 		read, want = read+1, min(want*4, BatchMax)
-		return asked
+		return w
 	}
-	for got, err := range c.transferPages(ctx, f, size) {
+	for got, err := range c.transferPages(ctx, &f, size) {
 		if err != nil {
 			return 0, err
 		}
@@ -220,7 +216,7 @@ func (c *Client) lastExpiry(ctx context.Context, uid ID, window time.Duration, n
 				last = max(last, t.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 			}
 		}
-		if read >= 4 && len(got) == int(asked) {
+		if read >= 4 && len(got) == int(f.Limit) {
 			// Whatever is older than the last transfer read returns
 			// before that one's timestamp plus the longest timeout.
 			return max(last, got[len(got)-1].Timestamp+longest), nil

@@ -162,7 +162,7 @@ func (c *Client) scanHistory(ctx context.Context, uid ID, longest time.Duration,
 		want = min(2*want, BatchMax)
 		return w
 	}
-	for got, err := range c.transferPages(ctx, f, size) {
+	for got, err := range c.transferPages(ctx, &f, size) {
 		if err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func (c *Client) payments(ctx context.Context, currency uint32, key string, out 
 		Flags:        tb.AccountFilterFlags{Debits: true}.ToUint32(),
 	}
 	payees := map[ID][]*Paid{}
-	for got, err := range c.transferPages(ctx, f, fullPages) {
+	for got, err := range c.transferPages(ctx, &f, fullPages) {
 		if err != nil {
 			return err
 		}

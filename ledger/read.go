@@ -21,10 +21,13 @@ import (
 // transferPages reads the transfers of f page by page, in f's order (the
 // oldest first, or the newest with Reversed), asking size() for each page:
 // at most BatchMax, and the caller can break once it has what it needs.
-func (c *Client) transferPages(ctx context.Context, f tb.AccountFilter, size func() uint32) iter.Seq2[[]tb.Transfer, error] {
+// It moves f's cursor, and f.Limit is the limit the page read was asked
+// with (package conn may ask less than size() said): a page shorter than
+// it is the last.
+func (c *Client) transferPages(ctx context.Context, f *tb.AccountFilter, size func() uint32) iter.Seq2[[]tb.Transfer, error] {
 	reversed := f.AccountFilterFlags().Reversed
 	return pages(&f.TimestampMin, &f.TimestampMax, &f.Limit, reversed, size,
-		func(want uint32) ([]tb.Transfer, error) { return c.conn.AccountTransfers(ctx, &f, want) },
+		func(want uint32) ([]tb.Transfer, error) { return c.conn.AccountTransfers(ctx, f, want) },
 		func(t tb.Transfer) uint64 { return t.Timestamp })
 }
 
