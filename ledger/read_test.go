@@ -62,3 +62,26 @@ func TestReadsThatFitAPageTakeOneRequest(t *testing.T) {
 		}, accounts)
 	})
 }
+
+// A Client that learnt to ask for small pages (the client library refused
+// a larger limit) still reads every page: Reset voids every hold, not the
+// first page's.
+func TestSmallPagesAreReadToTheEnd(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const taken = 40
+		_, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: taken})
+		c := ledger.New(smallPages{b.Client, 16})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: taken}); err != nil {
+			t.Fatal(err)
+		}
+		for range taken {
+			acquire(t, c, r, "u", 1)
+		}
+		if n, err := c.Reset(ctx, r, "u"); err != nil || n != taken {
+			t.Fatalf("Reset = %d, %v; want %d holds voided", n, err, taken)
+		}
+		if u, err := c.Inspect(ctx, r, "u"); err != nil || u.Available != taken {
+			t.Fatalf("Inspect after Reset = %+v, %v; want all %d available", u, err, taken)
+		}
+	})
+}
