@@ -104,7 +104,7 @@ func (c *Client) uncredited(ctx context.Context, o *op, holds []Hold) ([]int, er
 			out = append(out, k) // this Client credited it, after the hold came
 		case !known:
 			idx = append(idx, k)
-			ids = append(ids, derive(roleProvision, h.Resource.Ledger, h.Request.User).tb())
+			ids = append(ids, provisionID(h.Resource.Ledger, h.Request.User).tb())
 			at = append(at, held)
 		}
 	}

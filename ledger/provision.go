@@ -228,7 +228,7 @@ func currencyAccount(currency uint32, key string) tb.Account {
 
 func provisionTransfer(r Resource, key string, limit uint64) tb.Transfer {
 	return tb.Transfer{
-		ID:              derive(roleProvision, r.Ledger, key).tb(),
+		ID:              provisionID(r.Ledger, key).tb(),
 		DebitAccountID:  OperatorID(r.Ledger).tb(),
 		CreditAccountID: UserID(r.Ledger, key).tb(),
 		Amount:          tb.ToUint128(limit),
