@@ -11,12 +11,12 @@ import (
 // left is denied while smaller ones may still fit.
 //
 // A Bandwidth is safe for concurrent use. Most callers want AllowN.
-type Bandwidth struct{ limiter }
+type Bandwidth struct{ recipe }
 
 // NewBandwidth returns a bandwidth limiter with the default limit l, e.g.
 // Bytes(10_000_000).Per(time.Minute). It does no I/O: call Create once.
 func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
-	base, err := newLimiter(c, cfg, ledger.Bytes, l, 0)
+	base, err := newRecipe(c, cfg, ledger.Bytes, l, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -13,13 +13,13 @@ import (
 // nothing is written to either ledger.
 //
 // A MoneyPerWindow is safe for concurrent use. Most callers want Pay.
-type MoneyPerWindow struct{ limiter }
+type MoneyPerWindow struct{ recipe }
 
 // NewMoneyPerWindow returns a money limiter with the default limit l (e.g.
 // Amount(1000_00).Per(24*time.Hour)) for payments on the currency ledger. It
 // does no I/O: call Create once.
 func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (*MoneyPerWindow, error) {
-	base, err := newLimiter(c, cfg, ledger.Money, l, currency)
+	base, err := newRecipe(c, cfg, ledger.Money, l, currency)
 	if err != nil {
 		return nil, err
 	}

@@ -10,12 +10,12 @@ import (
 // admitted request is one unit held for one window.
 //
 // A RequestRate is safe for concurrent use. Most callers want Allow.
-type RequestRate struct{ limiter }
+type RequestRate struct{ recipe }
 
 // NewRequestRate returns a request rate limiter with the default limit l.
 // It does no I/O: call Create once to create its ledger accounts.
 func NewRequestRate(c *ledger.Client, cfg Config, l Limit) (*RequestRate, error) {
-	base, err := newLimiter(c, cfg, ledger.Requests, l, 0)
+	base, err := newRecipe(c, cfg, ledger.Requests, l, 0)
 	if err != nil {
 		return nil, err
 	}

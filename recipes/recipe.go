@@ -13,7 +13,8 @@ type Decision = ledger.Decision
 // Usage is a user's state on a limit; see ledger.Usage.
 type Usage = ledger.Usage
 
-// Config names the TigerBeetle ledger a limiter keeps its accounts on.
+// Config names the TigerBeetle ledger a recipe (RequestRate, Bandwidth,
+// MoneyPerWindow, Concurrency) keeps its accounts on.
 type Config struct {
 	// Name identifies the limit: 1 to 12 characters of a-z 0-9 - _ .
 	Name string
@@ -24,67 +25,70 @@ type Config struct {
 	Lazy bool
 }
 
-// limiter is what the recipes share: one resource on one Client.
-type limiter struct {
+// recipe is what the single-limit recipes (RequestRate, Bandwidth,
+// MoneyPerWindow, Concurrency) share: one resource on one Client. A
+// Limiter is the composable form: several policies per key.
+type recipe struct {
 	c   *ledger.Client
 	res ledger.Resource
 }
 
-func newLimiter(c *ledger.Client, cfg Config, kind ledger.Kind, l Limit, currency uint32) (limiter, error) {
+func newRecipe(c *ledger.Client, cfg Config, kind ledger.Kind, l Limit, currency uint32) (recipe, error) {
 	if err := l.Validate(); err != nil {
-		return limiter{}, err
+		return recipe{}, err
 	}
 	res := ledger.Resource{
 		Name: cfg.Name, Ledger: cfg.Ledger, Kind: kind, Window: l.Window,
 		DefaultLimit: l.N, Lazy: cfg.Lazy, Currency: currency,
 	}
 	if err := res.Validate(); err != nil {
-		return limiter{}, err
+		return recipe{}, err
 	}
-	return limiter{c: c, res: res}, nil
+	return recipe{c: c, res: res}, nil
 }
 
 // Resource returns the limit's definition in the ledger.
-func (l *limiter) Resource() ledger.Resource { return l.res }
+func (l *recipe) Resource() ledger.Resource { return l.res }
 
 // Create creates the limit's ledger accounts in the cluster. It is
 // idempotent; it fails with ledger.ErrResourceMismatch if the ledger holds a
 // different limit.
-func (l *limiter) Create(ctx context.Context) error { return l.c.CreateResource(ctx, l.res) }
+func (l *recipe) Create(ctx context.Context) error { return l.c.CreateResource(ctx, l.res) }
 
 // AddUser provisions user key with the default limit (exactly once however
 // often it runs).
-func (l *limiter) AddUser(ctx context.Context, key string) error {
+func (l *recipe) AddUser(ctx context.Context, key string) error {
 	return l.c.Provision(ctx, l.res, ledger.UserLimit{Key: key, Limit: l.res.DefaultLimit})
 }
 
-// SetLimit gives user key its own limit per window, provisioning the user if
-// needed (see ledger.Client.SetLimit for how a lower limit takes effect).
-func (l *limiter) SetLimit(ctx context.Context, key string, n uint64) error {
+// SetLimit gives user key its own limit (units per window; for a
+// Concurrency, requests in flight), provisioning the user if needed (see
+// ledger.Client.SetLimit for how a lower limit takes effect).
+func (l *recipe) SetLimit(ctx context.Context, key string, n uint64) error {
 	return l.c.Provision(ctx, l.res, ledger.UserLimit{Key: key, Limit: n})
 }
 
 // Inspect returns user key's limit, units in flight and when they return.
-func (l *limiter) Inspect(ctx context.Context, key string) (Usage, error) {
+func (l *recipe) Inspect(ctx context.Context, key string) (Usage, error) {
 	return l.c.Inspect(ctx, l.res, key)
 }
 
 // Peek reports what user key has left, taking nothing, as Limiter.Peek
 // does for each of its policies: it is Inspect, under the name every
 // recipe gives it.
-func (l *limiter) Peek(ctx context.Context, key string) (Usage, error) {
+func (l *recipe) Peek(ctx context.Context, key string) (Usage, error) {
 	return l.c.Inspect(ctx, l.res, key)
 }
 
 // Reset gives back at once every unit user key holds, as an operator's
 // act that the audit trail shows (see ledger.Client.Reset), and returns
 // how many holds it ended.
-func (l *limiter) Reset(ctx context.Context, key string) (int, error) {
+func (l *recipe) Reset(ctx context.Context, key string) (int, error) {
 	return l.c.Reset(ctx, l.res, key)
 }
 
 // waitN blocks until user key is admitted n units (see Limiter.WaitCost).
-func (l *limiter) waitN(ctx context.Context, key string, n uint64) (Decision, error) {
+func (l *recipe) waitN(ctx context.Context, key string, n uint64) (Decision, error) {
 	var d Decision
 	err := waitLoop(ctx, l.res.Name, sleepCtx, func() (refusal, error) {
 		var err error
@@ -95,4 +99,4 @@ func (l *limiter) waitN(ctx context.Context, key string, n uint64) (Decision, er
 }
 
 // Window returns how long an admitted unit counts against the limit.
-func (l *limiter) Window() time.Duration { return l.res.Window }
+func (l *recipe) Window() time.Duration { return l.res.Window }
