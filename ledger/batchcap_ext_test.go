@@ -59,7 +59,7 @@ func (d *devServer) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
 func TestClientLearnsRequestSizesPerOperation(t *testing.T) {
 	srv := &devServer{Client: embedded.New()}
 	c := ledger.New(srv)
-	r := ledger.Resource{Name: "dev", Ledger: 7, Kind: ledger.Requests, Window: time.Minute, DefaultLimit: 5}
+	r := ledger.Resource{Name: "dev", Ledger: 7, Kind: ledger.KindRequests, Window: time.Minute, DefaultLimit: 5}
 	if err := c.CreateResource(ctx, r); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 func benchSetup(b *testing.B) (*ledger.Client, ledger.Resource) {
 	b.Helper()
 	c := ledger.New(embedded.New())
-	r := ledger.Resource{Name: "bench", Ledger: 1, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 1 << 40, Lazy: true}
+	r := ledger.Resource{Name: "bench", Ledger: 1, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 1 << 40, Lazy: true}
 	if err := c.CreateResource(ctx, r); err != nil {
 		b.Fatal(err)
 	}

@@ -74,8 +74,8 @@ type clusterAnswer struct {
 
 func (f *fleet) setup(t testing.TB, c *ledger.Client, b *testenv.Backend, users int) {
 	t.Helper()
-	f.Req = ledger.Resource{Name: "req", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: 2 * time.Second, DefaultLimit: 20, Lazy: true}
-	f.Money = ledger.Resource{Name: "usd", Ledger: b.NewLedger(), Kind: ledger.Money, Window: time.Hour, DefaultLimit: 300, Currency: b.NewLedger()}
+	f.Req = ledger.Resource{Name: "req", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: 2 * time.Second, DefaultLimit: 20, Lazy: true}
+	f.Money = ledger.Resource{Name: "usd", Ledger: b.NewLedger(), Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 300, Currency: b.NewLedger()}
 	f.Funds = 10_000
 	for i := range users {
 		f.Users = append(f.Users, fmt.Sprintf("u%d", i))

@@ -104,7 +104,7 @@ func TestCoalescingPropertyExact(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		const limit = 400
 		w := time.Second
-		r := ledger.Resource{Name: "prop", Ledger: b.NewLedger(), Kind: ledger.Bytes, Window: w, DefaultLimit: limit, Lazy: true}
+		r := ledger.Resource{Name: "prop", Ledger: b.NewLedger(), Kind: ledger.KindBytes, Window: w, DefaultLimit: limit, Lazy: true}
 		clients := []*ledger.Client{
 			ledger.New(b.Client, ledger.WithCoalescing(0)),
 			ledger.New(b.Client, ledger.WithCoalescing(200*time.Microsecond)),
@@ -132,7 +132,7 @@ func TestCoalescingPropertyExact(t *testing.T) {
 func TestCoalescingMerges(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c := ledger.New(b.Client, ledger.WithCoalescing(500*time.Microsecond))
-		r := ledger.Resource{Name: "merge", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 1000, Lazy: true}
+		r := ledger.Resource{Name: "merge", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 1000, Lazy: true}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestCoalescingMerges(t *testing.T) {
 func TestCoalescingGivesBackLeftovers(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c := ledger.New(b.Client, ledger.WithCoalescing(0))
-		r := ledger.Resource{Name: "left", Ledger: b.NewLedger(), Kind: ledger.Bytes, Window: time.Hour, DefaultLimit: 10, Lazy: true}
+		r := ledger.Resource{Name: "left", Ledger: b.NewLedger(), Kind: ledger.KindBytes, Window: time.Hour, DefaultLimit: 10, Lazy: true}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func TestOneCreatePerDecision(t *testing.T) {
 				if b.Client != nil {
 					led = b.NewLedger()
 				}
-				r := ledger.Resource{Name: "cost", Ledger: led, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 5}
+				r := ledger.Resource{Name: "cost", Ledger: led, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 5}
 				if err := c.CreateResource(ctx, r); err != nil {
 					t.Fatal(err)
 				}
@@ -103,7 +103,7 @@ func TestOneCreatePerDecisionUnderLoad(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			c := ledger.New(remote{embedded.New()}, m.opts...)
-			r := ledger.Resource{Name: "load", Ledger: 1, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 20, Lazy: true}
+			r := ledger.Resource{Name: "load", Ledger: 1, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 20, Lazy: true}
 			if err := c.CreateResource(ctx, r); err != nil {
 				t.Fatal(err)
 			}

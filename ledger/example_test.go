@@ -13,8 +13,8 @@ import (
 func ExampleClient_AcquireAll() {
 	ctx := context.Background()
 	c := ledger.New(embedded.New())
-	perSecond := ledger.Resource{Name: "api-1s", Ledger: 1, Kind: ledger.Requests, Window: time.Second, DefaultLimit: 2, Lazy: true}
-	perHour := ledger.Resource{Name: "api-1h", Ledger: 2, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 100, Lazy: true}
+	perSecond := ledger.Resource{Name: "api-1s", Ledger: 1, Kind: ledger.KindRequests, Window: time.Second, DefaultLimit: 2, Lazy: true}
+	perHour := ledger.Resource{Name: "api-1h", Ledger: 2, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 100, Lazy: true}
 	for _, r := range []ledger.Resource{perSecond, perHour} {
 		if err := c.CreateResource(ctx, r); err != nil {
 			panic(err)
@@ -40,7 +40,7 @@ func ExampleClient_AcquireAll() {
 func ExampleClient_SetLimit() {
 	ctx := context.Background()
 	c := ledger.New(embedded.New())
-	r := ledger.Resource{Name: "api", Ledger: 1, Kind: ledger.Requests, Window: time.Minute, DefaultLimit: 10}
+	r := ledger.Resource{Name: "api", Ledger: 1, Kind: ledger.KindRequests, Window: time.Minute, DefaultLimit: 10}
 	if err := c.CreateResource(ctx, r); err != nil {
 		panic(err)
 	}

@@ -52,8 +52,8 @@ func newWorldOn(t *testing.T, b *testenv.Backend, seed uint64, users int, first 
 	if first == 0 {
 		ledgers = []uint32{b.NewLedger(), b.NewLedger(), b.NewLedger()}
 	}
-	w.req = ledger.Resource{Name: "req", Ledger: ledgers[0], Kind: ledger.Requests, Window: 2 * time.Second, DefaultLimit: 20, Lazy: true}
-	w.money = ledger.Resource{Name: "usd", Ledger: ledgers[1], Kind: ledger.Money, Window: time.Hour, DefaultLimit: 500, Currency: ledgers[2]}
+	w.req = ledger.Resource{Name: "req", Ledger: ledgers[0], Kind: ledger.KindRequests, Window: 2 * time.Second, DefaultLimit: 20, Lazy: true}
+	w.money = ledger.Resource{Name: "usd", Ledger: ledgers[1], Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 500, Currency: ledgers[2]}
 	for _, r := range []ledger.Resource{w.req, w.money} {
 		if err := setupClient.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)

@@ -119,7 +119,7 @@ func (c *Client) History(ctx context.Context, r Resource, key string, from, to t
 	if err := c.scanHistory(ctx, uid, maxTimeout(r.Window), s); err != nil {
 		return nil, err
 	}
-	if r.Kind == Money && len(s.out) > 0 {
+	if r.Kind == KindMoney && len(s.out) > 0 {
 		if err := c.payments(ctx, r.Currency, key, s.out); err != nil {
 			return nil, err
 		}

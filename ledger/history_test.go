@@ -214,7 +214,7 @@ func TestHistoryLeaseGiveBack(t *testing.T) {
 // under the payment's ID, also when it was paid by a later attempt.
 func TestHistoryPayments(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "alice", Limit: 1000}, ledger.UserLimit{Key: "shop", Limit: 1000}); err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +396,7 @@ func TestHistoryChainAfterAnAgain(t *testing.T) {
 func TestAuditCountsGiveBacksFromTheirLease(t *testing.T) {
 	clock := embedded.NewManualClock(time.Now())
 	e := embedded.New(embedded.WithClock(clock))
-	r := ledger.Resource{Name: "x", Ledger: 1, Kind: ledger.Requests, Window: 10 * time.Second, DefaultLimit: 10, Lazy: true}
+	r := ledger.Resource{Name: "x", Ledger: 1, Kind: ledger.KindRequests, Window: 10 * time.Second, DefaultLimit: 10, Lazy: true}
 	c := ledger.New(e, ledger.WithLeases(ledger.Leases{Lifetime: time.Second, MaxUnits: 5}))
 	if err := c.CreateResource(ctx, r); err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func TestRequestIDs(t *testing.T) {
 // safely, and one refused for want of funds is made once funds arrive.
 func TestPaymentIDs(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "alice", Limit: 1000}, ledger.UserLimit{Key: "shop", Limit: 0}); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestPaymentIDs(t *testing.T) {
 // whether the ID was admitted at its first attempt or after a denial.
 func TestPaymentIDNamesThePayee(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "cust", Limit: 1000}, ledger.UserLimit{Key: "shopA"}, ledger.UserLimit{Key: "shopB"}); err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestReservationIDs(t *testing.T) {
 // under an ID before its user existed is made once the user exists.
 func TestFundLimitsAndIDs(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
 		id := ledger.KeyID(t.Name() + "/top-up-1")
 		if err := c.Fund(ctx, r.Currency, ledger.Request{User: "alice", Amount: 5, ID: id}); !errors.Is(err, ledger.ErrUnknownUser) {
 			t.Fatalf("Fund of a user without an account = %v, want ErrUnknownUser", err)

@@ -29,7 +29,7 @@ func deniedWithoutLock(t *testing.T, leased bool, plan uint64) {
 		opts = append(opts, WithLeases(Leases{Lifetime: time.Second, MaxUnits: 5}))
 	}
 	c := New(embedded.New(embedded.WithClock(clock)), opts...)
-	r := Resource{Name: "r", Ledger: 1, Kind: Requests, Window: time.Hour, DefaultLimit: 10, Lazy: true}
+	r := Resource{Name: "r", Ledger: 1, Kind: KindRequests, Window: time.Hour, DefaultLimit: 10, Lazy: true}
 	if err := c.CreateResource(ctx, r); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestLeasesPropertyBound(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		const limit, maxUnits = 400, 20
 		w, tau := 2*time.Second, 100*time.Millisecond
-		r := ledger.Resource{Name: "lease", Ledger: b.NewLedger(), Kind: ledger.Bytes, Window: w, DefaultLimit: limit, Lazy: true}
+		r := ledger.Resource{Name: "lease", Ledger: b.NewLedger(), Kind: ledger.KindBytes, Window: w, DefaultLimit: limit, Lazy: true}
 		cfg := ledger.Leases{Lifetime: tau, MaxUnits: maxUnits}
 		clients := []*ledger.Client{
 			ledger.New(b.Client, ledger.WithLeases(cfg)),
@@ -51,7 +51,7 @@ func TestLeasesHotUser(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		tau := 200 * time.Millisecond
 		c := ledger.New(b.Client, ledger.WithLeases(ledger.Leases{Lifetime: tau, MaxUnits: 500}))
-		r := ledger.Resource{Name: "hot", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 100000, Lazy: true}
+		r := ledger.Resource{Name: "hot", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 100000, Lazy: true}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestExactSizeLeaseAndLoneCallerTakeAllOrNothing(t *testing.T) {
 		} {
 			t.Run(opt.name, func(t *testing.T) {
 				c := ledger.New(b.Client, opt.opt)
-				r := ledger.Resource{Name: "exact", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 3, Lazy: true}
+				r := ledger.Resource{Name: "exact", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 3, Lazy: true}
 				if err := c.CreateResource(ctx, r); err != nil {
 					t.Fatal(err)
 				}
@@ -159,7 +159,7 @@ func TestLeaseNotTakenWithoutAnAnswer(t *testing.T) {
 		const limit = 20
 		c := ledger.New(b.Client, ledger.WithUnavailable(ledger.FailOpen),
 			ledger.WithLeases(ledger.Leases{Lifetime: time.Hour, MaxUnits: 5}))
-		r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: limit, Lazy: true}
+		r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: limit, Lazy: true}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func leaseSizedByDeniedDemand(t *testing.T, b *testenv.Backend, w time.Duration)
 	t.Helper()
 	const limit, maxUnits, denials = 10, 5, 200
 	c := ledger.New(b.Client, ledger.WithLeases(ledger.Leases{Lifetime: w / 2, MaxUnits: maxUnits}))
-	r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: w, DefaultLimit: limit, Lazy: true}
+	r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: w, DefaultLimit: limit, Lazy: true}
 	if err := c.CreateResource(ctx, r); err != nil {
 		t.Fatal(err)
 	}

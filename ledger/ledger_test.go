@@ -26,9 +26,9 @@ func setup(t *testing.T, b *testenv.Backend, r ledger.Resource) (*ledger.Client,
 		r.Name = "test"
 	}
 	if r.Kind == 0 {
-		r.Kind = ledger.Requests
+		r.Kind = ledger.KindRequests
 	}
-	if r.Kind == ledger.Money && r.Currency == 0 {
+	if r.Kind == ledger.KindMoney && r.Currency == 0 {
 		r.Currency = b.NewLedger()
 	}
 	if err := c.CreateResource(ctx, r); err != nil {
@@ -102,7 +102,7 @@ func TestConcurrentAcquireAdmitsExactlyTheLimit(t *testing.T) {
 func TestInspectAndFlights(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		w := 2 * time.Second
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Bytes, Window: w, DefaultLimit: 100})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindBytes, Window: w, DefaultLimit: 100})
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 100}); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestSetLimit(t *testing.T) {
 func TestSetLimitPartialInFlight(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		w := 4 * time.Second
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Bytes, Window: w, DefaultLimit: 10})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindBytes, Window: w, DefaultLimit: 10})
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +339,7 @@ func TestAcquireAllOrNothing(t *testing.T) {
 func acquireAllOrNothing(t *testing.T, b *testenv.Backend, w time.Duration) bool {
 	t.Helper()
 	c, perSec := setup(t, b, ledger.Resource{Name: "sec", Window: w, DefaultLimit: 3, Lazy: true})
-	perHour := ledger.Resource{Name: "hour", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 5, Lazy: true}
+	perHour := ledger.Resource{Name: "hour", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 5, Lazy: true}
 	if err := c.CreateResource(ctx, perHour); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func acquireAllOrNothing(t *testing.T, b *testenv.Backend, w time.Duration) bool
 func TestBadInputWritesNothing(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, r := setup(t, b, ledger.Resource{Window: time.Minute, DefaultLimit: 5})
-		money := ledger.Resource{Name: "m", Ledger: b.NewLedger(), Kind: ledger.Money, Window: time.Hour, DefaultLimit: 100, Currency: b.NewLedger()}
+		money := ledger.Resource{Name: "m", Ledger: b.NewLedger(), Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 100, Currency: b.NewLedger()}
 		if err := c.CreateResource(ctx, money); err != nil {
 			t.Fatal(err)
 		}
@@ -538,7 +538,7 @@ func TestProvisionIdempotentInBatches(t *testing.T) {
 func TestEndedHoldsAreNotInFlight(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c := ledger.New(b.Client)
-		r := ledger.Resource{Name: "ended", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 100}
+		r := ledger.Resource{Name: "ended", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 100}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -598,7 +598,7 @@ func TestSetLimitLowersManyHoldsInFewRequests(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		const n = 300
 		c := ledger.New(b.Client)
-		r := ledger.Resource{Name: "many", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: time.Hour, DefaultLimit: n}
+		r := ledger.Resource{Name: "many", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: n}
 		if err := c.CreateResource(ctx, r); err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ func TestMigrateCarriesUnitsInFlight(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		_, from := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
 		c := ledger.New(b.Client, ledger.WithClock(b.Now))
-		to := ledger.Resource{Name: "new", Ledger: b.NewLedger(), Kind: ledger.Requests, Window: 2 * time.Hour, DefaultLimit: 5, Lazy: true}
+		to := ledger.Resource{Name: "new", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: 2 * time.Hour, DefaultLimit: 5, Lazy: true}
 		if err := c.CreateResource(ctx, to); err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
 	}
-	if r.Kind != Money {
+	if r.Kind != KindMoney {
 		return Decision{}, fmt.Errorf("%w: %s is not a money resource", ErrInvalidResource, r.Name)
 	}
 	var err error

@@ -43,7 +43,7 @@ func TestLongKeysAreListed(t *testing.T) {
 // A payee's long key is named in the history of the payer.
 func TestLongPayeeInHistory(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c, r := setup(t, b, ledger.Resource{Kind: ledger.Money, Window: time.Hour, DefaultLimit: 1000})
+		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
 		payee := "merchant-6f1c2d3e-4b5a-4c6d-8e7f-901a2b3c4d5e"
 		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "cust", Limit: 1000}, ledger.UserLimit{Key: payee}); err != nil {
 			t.Fatal(err)

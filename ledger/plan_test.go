@@ -120,8 +120,8 @@ func (e *events) ObserveDecision(ev ledger.DecisionEvent) {
 func TestObserver(t *testing.T) {
 	ev := &events{by: map[string]int{}}
 	c := ledger.New(embedded.New(), ledger.WithObserver(ev))
-	r := ledger.Resource{Name: "obs", Ledger: 1, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 1, Lazy: true}
-	m := ledger.Resource{Name: "m", Ledger: 2, Kind: ledger.Money, Window: time.Hour, DefaultLimit: 10, Currency: 3}
+	r := ledger.Resource{Name: "obs", Ledger: 1, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 1, Lazy: true}
+	m := ledger.Resource{Name: "m", Ledger: 2, Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 10, Currency: 3}
 	for _, x := range []ledger.Resource{r, m} {
 		if err := c.CreateResource(ctx, x); err != nil {
 			t.Fatal(err)

@@ -71,7 +71,7 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 		return err
 	}
 	accounts := append([]tb.Account{operatorAccount(r)}, markerAccountsOf(r.Ledger)...)
-	if r.Kind == Money {
+	if r.Kind == KindMoney {
 		accounts = append(accounts, tb.Account{
 			ID: CurrencyOperatorID(r.Currency).tb(), Ledger: r.Currency, Code: codeCurrencyOperator,
 		})
@@ -112,7 +112,7 @@ func (c *Client) Resource(ctx context.Context, ledger uint32) (Resource, error) 
 // Resources lists every resource in the cluster, ordered by creation.
 func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 	var all []tb.Account
-	for kind := Requests; kind <= Money; kind++ {
+	for kind := KindRequests; kind <= KindMoney; kind++ {
 		for lazy := uint16(0); lazy <= 1; lazy++ {
 			as, err := c.queryAccounts(ctx, tb.QueryFilter{Code: codeOperator + 10*uint16(kind) + lazy})
 			if err != nil {
@@ -192,7 +192,7 @@ func (c *Client) provision(ctx context.Context, r Resource, users []UserLimit, e
 		return err
 	}
 	per := BatchMax
-	if r.Kind == Money {
+	if r.Kind == KindMoney {
 		per = BatchMax / 2
 	}
 	for len(users) > 0 {
@@ -245,7 +245,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		first[i] = len(accounts)
 		accounts = append(accounts, userAccount(r, u.Key))
 		accounts = append(accounts, nameAccounts(r.Ledger, UserID(r.Ledger, u.Key), u.Key)...)
-		if r.Kind == Money {
+		if r.Kind == KindMoney {
 			accounts = append(accounts, currencyAccount(r.Currency, u.Key))
 			accounts = append(accounts, nameAccounts(r.Currency, CurrencyUserID(r.Currency, u.Key), u.Key)...)
 		}

@@ -28,7 +28,7 @@ func TestRemotePath(t *testing.T) {
 	} {
 		t.Run(opt.name, func(t *testing.T) {
 			c := ledger.New(remote{embedded.New()}, opt.opts...)
-			r := ledger.Resource{Name: "remote", Ledger: 1, Kind: ledger.Requests, Window: time.Hour, DefaultLimit: 300, Lazy: true}
+			r := ledger.Resource{Name: "remote", Ledger: 1, Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: 300, Lazy: true}
 			if err := c.CreateResource(ctx, r); err != nil {
 				t.Fatal(err)
 			}

@@ -12,27 +12,40 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Kind says what a resource counts.
+// Kind says what a resource counts. Its constants carry the type's name
+// (KindRequests), as log/slog's Kind constants do, so that they do not
+// read as the amounts package recipes names Bytes and Amount.
 type Kind uint8
 
 const (
-	// Requests counts requests: one unit per admitted request.
-	Requests Kind = 1
-	// Bytes counts bandwidth: one unit per byte.
-	Bytes Kind = 2
-	// Money counts an amount of a currency in its smallest unit (cents for USD).
-	// A money resource pairs its limit ledger with a currency ledger.
-	Money Kind = 3
+	// KindRequests counts requests: one unit per admitted request.
+	KindRequests Kind = 1
+	// KindBytes counts bandwidth: one unit per byte.
+	KindBytes Kind = 2
+	// KindMoney counts an amount of a currency in its smallest unit (cents
+	// for USD). A money resource pairs its limit ledger with a currency
+	// ledger.
+	KindMoney Kind = 3
+)
+
+// The names the kinds had.
+const (
+	// Deprecated: use KindRequests.
+	Requests = KindRequests
+	// Deprecated: use KindBytes.
+	Bytes = KindBytes
+	// Deprecated: use KindMoney.
+	Money = KindMoney
 )
 
 // String returns "requests", "bytes" or "money".
 func (k Kind) String() string {
 	switch k {
-	case Requests:
+	case KindRequests:
 		return "requests"
-	case Bytes:
+	case KindBytes:
 		return "bytes"
-	case Money:
+	case KindMoney:
 		return "money"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
@@ -42,11 +55,11 @@ func (k Kind) String() string {
 func ParseKind(s string) (Kind, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "requests", "request":
-		return Requests, nil
+		return KindRequests, nil
 	case "bytes", "byte", "bandwidth":
-		return Bytes, nil
+		return KindBytes, nil
 	case "money":
-		return Money, nil
+		return KindMoney, nil
 	}
 	return 0, fmt.Errorf("%w: kind %q (want requests, bytes or money)", ErrInvalidResource, s)
 }
@@ -101,11 +114,11 @@ func (r Resource) Validate() error {
 		return fmt.Errorf("%w: %q: ledger must not be 0", ErrInvalidResource, r.Name)
 	}
 	switch r.Kind {
-	case Requests, Bytes:
+	case KindRequests, KindBytes:
 		if r.Currency != 0 {
 			return fmt.Errorf("%w: %q: only a money resource has a currency ledger", ErrInvalidResource, r.Name)
 		}
-	case Money:
+	case KindMoney:
 		if r.Currency == 0 {
 			return fmt.Errorf("%w: %q: a money resource needs a currency ledger", ErrInvalidResource, r.Name)
 		}
@@ -127,7 +140,7 @@ func (r Resource) Validate() error {
 // String describes r, e.g. "api (requests, ledger 1): 10 per 1m0s".
 func (r Resource) String() string {
 	s := fmt.Sprintf("%s (%s, ledger %d", r.Name, r.Kind, r.Ledger)
-	if r.Kind == Money {
+	if r.Kind == KindMoney {
 		s += fmt.Sprintf(", currency ledger %d", r.Currency)
 	}
 	return s + fmt.Sprintf("): %d per %s", r.DefaultLimit, FormatWindow(r.Window))

@@ -30,7 +30,7 @@ func BenchmarkTransfersPerDecision(b *testing.B) {
 			for _, m := range modes {
 				b.Run(fmt.Sprintf("%s/callers=%d/%s", mix, callers, m.name), func(b *testing.B) {
 					c := ledger.New(embedded.New(), m.opt...)
-					r := ledger.Resource{Name: "tpd", Ledger: 1, Kind: ledger.Requests, Window: time.Second, DefaultLimit: 10, Lazy: true}
+					r := ledger.Resource{Name: "tpd", Ledger: 1, Kind: ledger.KindRequests, Window: time.Second, DefaultLimit: 10, Lazy: true}
 					if mix == "hot" {
 						r.DefaultLimit = 1 << 40
 					}

@@ -52,7 +52,7 @@ func TestUnavailableCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts TigerBeetle clients that wait for deadlines")
 	}
-	r := ledger.Resource{Name: "r", Ledger: 1, Kind: ledger.Requests, Window: time.Second, DefaultLimit: 1, Lazy: true}
+	r := ledger.Resource{Name: "r", Ledger: 1, Kind: ledger.KindRequests, Window: time.Second, DefaultLimit: 1, Lazy: true}
 	const deadline = 300 * time.Millisecond
 	const margin = 2 * time.Second // generous: this checks "does not hang", not speed
 	for _, addr := range []struct{ name, addr string }{
@@ -87,7 +87,7 @@ func TestUnavailableCluster(t *testing.T) {
 					}
 				}
 				// Money is never paid open.
-				m := ledger.Resource{Name: "m", Ledger: 2, Kind: ledger.Money, Window: time.Hour, Currency: 3}
+				m := ledger.Resource{Name: "m", Ledger: 2, Kind: ledger.KindMoney, Window: time.Hour, Currency: 3}
 				ctx2, cancel2 := context.WithTimeout(context.Background(), deadline)
 				defer cancel2()
 				if d, err := c.Pay(ctx2, m, ledger.Payment{From: "a", To: "b", Amount: 1}); !errors.Is(err, ledger.ErrUnavailable) || d.Allowed {

@@ -16,7 +16,7 @@ type Bandwidth struct{ recipe }
 // NewBandwidth returns a bandwidth limiter with the default limit l, e.g.
 // Bytes(10_000_000).Per(time.Minute). It does no I/O: call Create once.
 func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
-	base, err := newRecipe(c, cfg, ledger.Bytes, l, 0)
+	base, err := newRecipe(c, cfg, ledger.KindBytes, l, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 	name, unit := "default", Requests
 	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
 		name = r.Resource().Name
-		if r.Resource().Kind == ledger.Bytes {
+		if r.Resource().Kind == ledger.KindBytes {
 			unit = ContentBytes
 		}
 	}

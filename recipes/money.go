@@ -19,7 +19,7 @@ type MoneyPerWindow struct{ recipe }
 // Amount(1000_00).Per(24*time.Hour)) for payments on the currency ledger. It
 // does no I/O: call Create once.
 func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (*MoneyPerWindow, error) {
-	base, err := newRecipe(c, cfg, ledger.Money, l, currency)
+	base, err := newRecipe(c, cfg, ledger.KindMoney, l, currency)
 	if err != nil {
 		return nil, err
 	}

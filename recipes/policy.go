@@ -7,8 +7,11 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-// Unit says what a policy counts. Its String is the quota unit the
-// RateLimit-Policy header names ("qu").
+// Unit says what a policy counts, in the terms of an HTTP request: its
+// String is the quota unit the RateLimit-Policy header names ("qu"). It is
+// finer than the ledger.Kind of the policy's resource, which says only
+// what a unit is: a Requests or ConcurrentRequests policy is kept as a
+// ledger.KindRequests resource, a ContentBytes one as ledger.KindBytes.
 type Unit uint8
 
 const (
@@ -77,11 +80,11 @@ func (p Policy) resource() (ledger.Resource, error) {
 	if _, err := ledger.WindowSeconds(p.Limit.Window); err != nil {
 		return ledger.Resource{}, fmt.Errorf("recipes: policy %q: limit %v: %w", p.Name, p.Limit, err)
 	}
-	kind := ledger.Requests
+	kind := ledger.KindRequests
 	switch p.Unit {
 	case Requests:
 	case ContentBytes:
-		kind = ledger.Bytes
+		kind = ledger.KindBytes
 	default:
 		return ledger.Resource{}, fmt.Errorf("%w: policy %q: unit %v (a Limiter counts requests or content-bytes; use Concurrency for requests in flight)", ledger.ErrInvalidResource, p.Name, p.Unit)
 	}

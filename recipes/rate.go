@@ -15,7 +15,7 @@ type RequestRate struct{ recipe }
 // NewRequestRate returns a request rate limiter with the default limit l.
 // It does no I/O: call Create once to create its ledger accounts.
 func NewRequestRate(c *ledger.Client, cfg Config, l Limit) (*RequestRate, error) {
-	base, err := newRecipe(c, cfg, ledger.Requests, l, 0)
+	base, err := newRecipe(c, cfg, ledger.KindRequests, l, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func TestRuleLedgerCollision(t *testing.T) {
 	c := ledger.New(embedded.New())
 	ctx := context.Background()
 	// Another resource already holds the ledger the rule's hash names.
-	squatter := ledger.Resource{Name: "squatter", Ledger: home.Ledger, Kind: ledger.Requests, Window: home.Window, DefaultLimit: 9}
+	squatter := ledger.Resource{Name: "squatter", Ledger: home.Ledger, Kind: ledger.KindRequests, Window: home.Window, DefaultLimit: 9}
 	if err := c.CreateResource(ctx, squatter); err != nil {
 		t.Fatal(err)
 	}

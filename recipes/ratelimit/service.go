@@ -227,7 +227,7 @@ func resourceOf(spec string, u Unit) ledger.Resource {
 	sum := sha256.Sum256([]byte(spec))
 	name := "rl" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:7]))[:10]
 	return ledger.Resource{Name: name, Ledger: 1<<31 | binary.BigEndian.Uint32(sum[8:12])&^(1<<31),
-		Kind: ledger.Requests, Window: u.Window(), Lazy: true}
+		Kind: ledger.KindRequests, Window: u.Window(), Lazy: true}
 }
 
 // nextLedger is the ledger probed after l, within the service's range.

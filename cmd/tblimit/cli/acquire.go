@@ -62,7 +62,7 @@ func acquireRun(ctx context.Context, opts *acquireOptions) error {
 	var r ledger.Resource
 	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
 		r = res
-		if r.Kind == ledger.Money {
+		if r.Kind == ledger.KindMoney {
 			return fmt.Errorf("%s is a money resource: use tblimit pay", r.Name)
 		}
 		if !r.Lazy {

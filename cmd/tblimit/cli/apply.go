@@ -287,7 +287,7 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 		out = append(out, fr)
 	}
 	for _, fr := range out {
-		if fr.Kind != ledger.Money {
+		if fr.Kind != ledger.KindMoney {
 			continue
 		}
 		if line, clash := ledgers[fr.Currency]; clash {

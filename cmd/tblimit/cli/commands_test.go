@@ -178,11 +178,11 @@ func TestResourcesParsing(t *testing.T) {
 		return append([]string{"x", "--kind", "requests", "--ledger", "9", "--window", "1m", "--limit", "10"}, args...)
 	}
 	checkParse(t, newCmdResourcesCreate, []parseCase[resourcesCreateOptions]{
-		{args: create(), want: resourcesCreateOptions{Resource: ledger.Resource{Name: "x", Kind: ledger.Requests, Ledger: 9, Window: time.Minute, DefaultLimit: 10}}},
-		{args: create("--lazy"), want: resourcesCreateOptions{Resource: ledger.Resource{Name: "x", Kind: ledger.Requests, Ledger: 9, Window: time.Minute, DefaultLimit: 10, Lazy: true}}},
+		{args: create(), want: resourcesCreateOptions{Resource: ledger.Resource{Name: "x", Kind: ledger.KindRequests, Ledger: 9, Window: time.Minute, DefaultLimit: 10}}},
+		{args: create("--lazy"), want: resourcesCreateOptions{Resource: ledger.Resource{Name: "x", Kind: ledger.KindRequests, Ledger: 9, Window: time.Minute, DefaultLimit: 10, Lazy: true}}},
 		{
 			args: []string{"usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000"},
-			want: resourcesCreateOptions{Resource: ledger.Resource{Name: "usd", Kind: ledger.Money, Ledger: 3, Currency: 840, Window: 24 * time.Hour, DefaultLimit: 1000}},
+			want: resourcesCreateOptions{Resource: ledger.Resource{Name: "usd", Kind: ledger.KindMoney, Ledger: 3, Currency: 840, Window: 24 * time.Hour, DefaultLimit: 1000}},
 		},
 		{args: []string{"x", "--kind", "requests", "--ledger", "9", "--window", "1s"}, err: "--limit is required"},
 		{args: []string{"x", "--kind", "money", "--ledger", "9", "--window", "1s", "--limit", "1"}, err: "--currency is required"},
@@ -306,7 +306,7 @@ func TestFlagErrorNegativeNumber(t *testing.T) {
 // in-memory engine instead of a data file, and a buffer for the output.
 func TestRunWithAnInMemoryLedger(t *testing.T) {
 	c := ledger.New(embedded.New())
-	r := ledger.Resource{Name: "api", Kind: ledger.Requests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
+	r := ledger.Resource{Name: "api", Kind: ledger.KindRequests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
 	if err := c.CreateResource(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func fleetMember(spec string) int {
 		return 1
 	}
 	defer c.Close()
-	r := ledger.Resource{Name: "fleet", Ledger: ledgerNo, Kind: ledger.Requests, Window: time.Second, DefaultLimit: 1 << 30, Lazy: true}
+	r := ledger.Resource{Name: "fleet", Ledger: ledgerNo, Kind: ledger.KindRequests, Window: time.Second, DefaultLimit: 1 << 30, Lazy: true}
 	done := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(done) }()
 	key := "member-" + strconv.Itoa(os.Getpid())
@@ -89,7 +89,7 @@ func TestFleetBeyondConnectionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := ledger.Resource{Name: "fleet", Ledger: ledgerNo, Kind: ledger.Requests, Window: time.Second, DefaultLimit: 1 << 30, Lazy: true}
+	r := ledger.Resource{Name: "fleet", Ledger: ledgerNo, Kind: ledger.KindRequests, Window: time.Second, DefaultLimit: 1 << 30, Lazy: true}
 	if err := setup.CreateResource(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ not applied twice. The output includes the ID used.`,
 func fundRun(ctx context.Context, opts *fundOptions) error {
 	out := fundJSON{User: opts.User, Amount: opts.Amount, ID: opts.ID.String()}
 	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
-		if r.Kind != ledger.Money {
+		if r.Kind != ledger.KindMoney {
 			return fmt.Errorf("%s is a %s resource: only money resources have funds", r.Name, r.Kind)
 		}
 		out.Resource, out.CurrencyLedger = r.Name, r.Currency

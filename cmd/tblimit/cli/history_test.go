@@ -97,7 +97,7 @@ func TestHistoryAndAuditRun(t *testing.T) {
 	clock := embedded.NewManualClock(time.Now())
 	engine := embedded.New(embedded.WithClock(clock))
 	c := ledger.New(engine)
-	r := ledger.Resource{Name: "api", Kind: ledger.Requests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
+	r := ledger.Resource{Name: "api", Kind: ledger.KindRequests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
 	if err := c.CreateResource(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}

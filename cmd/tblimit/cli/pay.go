@@ -68,7 +68,7 @@ func payRun(ctx context.Context, opts *payOptions) error {
 	var funds uint64
 	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
 		r = res
-		if r.Kind != ledger.Money {
+		if r.Kind != ledger.KindMoney {
 			return fmt.Errorf("%s is a %s resource, not money: use tblimit acquire", r.Name, r.Kind)
 		}
 		// Check first, so that an unknown user writes nothing at all.

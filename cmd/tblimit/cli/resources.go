@@ -100,13 +100,13 @@ func (fl *resourceFlags) resource(name string) (ledger.Resource, error) {
 		return r, usagef("--limit %w", err)
 	}
 	switch {
-	case fl.currency != "" && kind != ledger.Money:
+	case fl.currency != "" && kind != ledger.KindMoney:
 		return r, usagef("--currency: only a money resource has a currency ledger")
 	case fl.currency != "":
 		if r.Currency, err = parseLedger(fl.currency); err != nil {
 			return r, usagef("--currency %w", err)
 		}
-	case kind == ledger.Money:
+	case kind == ledger.KindMoney:
 		return r, usagef("--currency is required for a money resource: the ledger of the currency paid under the limit")
 	}
 	if err := r.Validate(); err != nil {
@@ -162,9 +162,9 @@ func checkNewResource(r ledger.Resource, all []ledger.Resource) error {
 				r.Ledger, old.Name, resourceDiff(old, r))
 		case old.Name == r.Name:
 			return fmt.Errorf("the name %q is taken by resource %s", r.Name, old)
-		case old.Kind == ledger.Money && old.Currency == r.Ledger:
+		case old.Kind == ledger.KindMoney && old.Currency == r.Ledger:
 			return fmt.Errorf("ledger %d is the currency ledger of resource %s", r.Ledger, old.Name)
-		case r.Kind == ledger.Money && r.Currency == old.Ledger:
+		case r.Kind == ledger.KindMoney && r.Currency == old.Ledger:
 			return fmt.Errorf("currency ledger %d is the limit ledger of resource %s", r.Currency, old.Name)
 		}
 	}
@@ -235,7 +235,7 @@ func resourcesListRun(ctx context.Context, opts *resourcesListOptions) error {
 
 func resourceRow(r ledger.Resource) []string {
 	currency := "-"
-	if r.Kind == ledger.Money {
+	if r.Kind == ledger.KindMoney {
 		currency = strconv.FormatUint(uint64(r.Currency), 10)
 	}
 	return []string{r.Name, r.Kind.String(), strconv.FormatUint(uint64(r.Ledger), 10), formatWindow(r.Window),

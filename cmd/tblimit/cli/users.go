@@ -122,7 +122,7 @@ func userState(ctx context.Context, c *ledger.Client, r ledger.Resource, key str
 		return userJSON{}, err
 	}
 	out := userOut(r, key, u)
-	if r.Kind == ledger.Money {
+	if r.Kind == ledger.KindMoney {
 		funds, err := c.Funds(ctx, r.Currency, key)
 		if err != nil {
 			return userJSON{}, err

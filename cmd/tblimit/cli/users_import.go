@@ -129,7 +129,7 @@ func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
 // done after each batch users[i:j] with its error; done's error ends it.
 func provision(ctx context.Context, c *ledger.Client, r ledger.Resource, users []ledger.UserLimit, done func(i, j int, err error) error) error {
 	per := ledger.BatchMax
-	if r.Kind == ledger.Money {
+	if r.Kind == ledger.KindMoney {
 		per = ledger.BatchMax / 2 // two accounts per user
 	}
 	for i := 0; i < len(users); i += per {

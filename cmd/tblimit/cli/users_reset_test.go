@@ -30,7 +30,7 @@ func TestUsersResetParsing(t *testing.T) {
 // dependencies given in the options.
 func TestUsersResetRun(t *testing.T) {
 	c := ledger.New(embedded.New())
-	r := ledger.Resource{Name: "api", Kind: ledger.Requests, Ledger: 1, Window: time.Minute, DefaultLimit: 3, Lazy: true}
+	r := ledger.Resource{Name: "api", Kind: ledger.KindRequests, Ledger: 1, Window: time.Minute, DefaultLimit: 3, Lazy: true}
 	if err := c.CreateResource(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
