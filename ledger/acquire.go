@@ -172,11 +172,11 @@ func validAmount(amount uint64) error {
 // is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's OnUnavailable decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
-	if err := validHold(r, &req); err != nil {
+	if err := validPart(r, &req); err != nil {
 		return Decision{}, err
 	}
 	start := c.observeStart()
-	holds := []Hold{{Resource: r, Request: req}}
+	parts := []Part{{Resource: r, Request: req}}
 	var d Decision
 	var err error
 	if c.leases != nil && req.ID.IsZero() {
@@ -184,15 +184,15 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	} else {
 		var buf [1]Decision // a local denial needs no allocation
 		var ds []Decision
-		ds, _, err = c.acquire(ctx, holds, true, buf[:0])
+		ds, _, err = c.acquire(ctx, parts, true, buf[:0])
 		d = first(ds)
 	}
-	c.observe(start, holds, []Decision{d}, err)
+	c.observe(start, parts, []Decision{d}, err)
 	return d, err
 }
 
-// validHold checks r and req, and puts req.User in its normal form.
-func validHold(r Resource, req *Request) error {
+// validPart checks r and req, and puts req.User in its normal form.
+func validPart(r Resource, req *Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
@@ -221,51 +221,58 @@ func newHold(r Resource, uid ID, amount uint64, flags tb.TransferFlags) tb.Trans
 	}
 }
 
-// Hold is one part of an AcquireAll: units of one resource for one user.
-type Hold struct {
+// Part is one part of an AcquireAll: units of one resource for one user,
+// which become one hold (a pending transfer) of the chain if it admits.
+type Part struct {
 	Resource Resource
 	Request  Request
 }
 
-// AcquireAll takes every hold or none: one linked chain of pending
-// transfers, across ledgers, that TigerBeetle applies all-or-nothing. Use it
-// to apply several windows to one request (10 per second and 100 per minute)
-// or several resources (requests and bytes). It returns one Decision per hold
-// in order, all allowed or all denied; a denied hold's Reason and RetryAfter
-// say which limit refused (holds that would have fitted say Admitted).
-func (c *Client) AcquireAll(ctx context.Context, holds []Hold) ([]Decision, error) {
-	if len(holds) == 0 || len(holds) > BatchMax {
-		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(holds))
+// Hold is the name Part had.
+//
+// Deprecated: use Part; a hold is the pending transfer a Part becomes.
+type Hold = Part
+
+// AcquireAll takes every part or none: one linked chain of pending
+// transfers (holds), across ledgers, that TigerBeetle applies
+// all-or-nothing. Use it to apply several windows to one request (10 per
+// second and 100 per minute) or several resources (requests and bytes). It
+// returns one Decision per part in order, all allowed or all denied; a
+// denied part's Reason and RetryAfter say which limit refused (parts that
+// would have fitted say Admitted).
+func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, error) {
+	if len(parts) == 0 || len(parts) > BatchMax {
+		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(parts))
 	}
-	holds = slices.Clone(holds)
-	for i := range holds {
-		if err := validHold(holds[i].Resource, &holds[i].Request); err != nil {
+	parts = slices.Clone(parts)
+	for i := range parts {
+		if err := validPart(parts[i].Resource, &parts[i].Request); err != nil {
 			return nil, err
 		}
 	}
 	start := c.observeStart()
-	ds, _, err := c.acquire(ctx, holds, true, nil)
-	c.observe(start, holds, ds, err)
+	ds, _, err := c.acquire(ctx, parts, true, nil)
+	c.observe(start, parts, ds, err)
 	return ds, err
 }
 
-// acquire decides valid holds as one chain. A chain that retries no
+// acquire decides valid parts as one chain. A chain that retries no
 // caller's attempt is denied without I/O when a user's view allows it;
-// merge says whether coalescing may merge a single hold with others (not
-// for a Reservation, whose transfer is ended on its own). The first hold's
+// merge says whether coalescing may merge a single part with others (not
+// for a Reservation, whose transfer is ended on its own). The first part's
 // Request.ID names the whole request (see Request.ID). Decisions made
 // locally are appended to dst, whose room the caller may provide.
-func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []Decision) ([]Decision, *op, error) {
-	// Holds are large: the loops take them by reference.
-	for i := 1; i < len(holds); i++ {
-		if !holds[i].Request.ID.IsZero() {
+func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, dst []Decision) ([]Decision, *op, error) {
+	// Parts are large: the loops take them by reference.
+	for i := 1; i < len(parts); i++ {
+		if !parts[i].Request.ID.IsZero() {
 			return nil, nil, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
 		}
 	}
-	key := holds[0].Request.ID
-	us := make([]*user, len(holds))
-	for i := range holds {
-		h := &holds[i]
+	key := parts[0].Request.ID
+	us := make([]*user, len(parts))
+	for i := range parts {
+		h := &parts[i]
 		us[i] = c.users.get(h.Resource, h.Request.User)
 		if h.Request.Limit != 0 {
 			if err := c.plan(ctx, us[i], h); err != nil {
@@ -274,14 +281,14 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []De
 		}
 	}
 	if key.IsZero() {
-		if ds, ok := c.denyLocally(holds, us, dst); ok {
+		if ds, ok := c.denyLocally(parts, us, dst); ok {
 			return ds, nil, nil
 		}
 	}
 	o := &op{exact: c.exact, key: key}
-	for i := range holds {
-		h := &holds[i]
-		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(holds)-1})
+	for i := range parts {
+		h := &parts[i]
+		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})
 		switch {
 		case i == 0 && !key.IsZero():
 			t.ID = key.tb() // the first hold is named by the request's ID...
@@ -291,7 +298,7 @@ func (c *Client) acquire(ctx context.Context, holds []Hold, merge bool, dst []De
 		t.UserData64 = h.Request.Ref
 		o.hold(t, us[i])
 	}
-	o.merge = merge && len(holds) == 1 && key.IsZero() && holds[0].Request.Ref == 0 && !c.exact
-	ds, err := c.decide(ctx, o, holds)
+	o.merge = merge && len(parts) == 1 && key.IsZero() && parts[0].Request.Ref == 0 && !c.exact
+	ds, err := c.decide(ctx, o, parts)
 	return ds, o, err
 }

@@ -183,7 +183,7 @@ func (f *fleet) try(c *ledger.Client, k clusterCall, id ledger.ID) (allowed bool
 			d, err = c.Acquire(ctx, f.Req, req)
 		case 1:
 			var ds []ledger.Decision
-			ds, err = c.AcquireAll(ctx, []ledger.Hold{{Resource: f.Req, Request: req}, {Resource: f.Money, Request: ledger.Request{User: k.User, Amount: k.Amount}}})
+			ds, err = c.AcquireAll(ctx, []ledger.Part{{Resource: f.Req, Request: req}, {Resource: f.Money, Request: ledger.Request{User: k.User, Amount: k.Amount}}})
 			if len(ds) > 0 {
 				d = ds[0]
 			}

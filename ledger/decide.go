@@ -101,7 +101,7 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 // attempt under that ID (see again); a user of a lazy resource found missing
 // is provisioned and the chain sent again (once); an unanswered call goes
 // to the Client's OnUnavailable.
-func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, error) {
+func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, error) {
 	for provisioned, recredited, attempts := false, false, 0; ; attempts++ {
 		if err := c.submit(ctx, o); err != nil {
 			return c.unavailableDecisions(o, err)
@@ -113,14 +113,14 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			continue
 		case o.ds != nil:
 			if !recredited && !o.ds[0].Allowed && o.ds[0].Reason == LimitExceeded {
-				uncredited, err := c.uncredited(ctx, o, holds)
+				uncredited, err := c.uncredited(ctx, o, parts)
 				if err != nil {
 					return nil, err
 				}
 				if len(uncredited) > 0 {
 					// Being provisioned elsewhere (or left half-made by a
 					// crash): finish it, idempotently, and decide again.
-					if err := c.provisionLazy(ctx, holds, uncredited); err != nil {
+					if err := c.provisionLazy(ctx, parts, uncredited); err != nil {
 						return nil, err
 					}
 					recredited = true
@@ -137,14 +137,14 @@ func (c *Client) decide(ctx context.Context, o *op, holds []Hold) ([]Decision, e
 			}
 			continue
 		}
-		lazy, err := c.failure(ctx, o, holds)
+		lazy, err := c.failure(ctx, o, parts)
 		if err != nil {
 			return nil, err
 		}
 		if provisioned {
-			return nil, c.missing(ctx, holds[lazy[0]].Resource, holds[lazy[0]].Request.User)
+			return nil, c.missing(ctx, parts[lazy[0]].Resource, parts[lazy[0]].Request.User)
 		}
-		if err := c.provisionLazy(ctx, holds, lazy); err != nil {
+		if err := c.provisionLazy(ctx, parts, lazy); err != nil {
 			return nil, err
 		}
 		provisioned = true

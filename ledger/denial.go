@@ -26,22 +26,22 @@ func (c *Client) denyPublished(u *user, amount uint64, leased bool, plan uint64)
 // them can be denied on its user's view, without sending anything: the
 // denying hold says LimitExceeded, the others what their views say. The
 // decisions are appended to ds.
-func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decision, bool) {
-	if len(holds) == 1 {
-		if d, ok := c.denyPublished(us[0], holds[0].Request.Amount, false, holds[0].Request.Limit); ok {
+func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) ([]Decision, bool) {
+	if len(parts) == 1 {
+		if d, ok := c.denyPublished(us[0], parts[0].Request.Amount, false, parts[0].Request.Limit); ok {
 			return append(ds, d), true
 		}
 	}
 	now, t := c.nows()
 	deny := -1
 	var denial Decision // described under the lock that decided it
-	for i := range holds {
-		amount := holds[i].Request.Amount
+	for i := range parts {
+		amount := parts[i].Request.Amount
 		us[i].mu.Lock() // not lock: a denial changes nothing
 		ok := us[i].v.deny(amount, t, now)
 		if ok {
 			denial = localDenial(&us[i].v, amount, t)
-			if len(holds) == 1 {
+			if len(parts) == 1 {
 				us[i].publishDenial(amount, t, now, false)
 			}
 		}
@@ -54,13 +54,13 @@ func (c *Client) denyLocally(holds []Hold, us []*user, ds []Decision) ([]Decisio
 	if deny < 0 {
 		return nil, false
 	}
-	for i := range holds {
+	for i := range parts {
 		if i == deny {
 			ds = append(ds, denial)
 			continue
 		}
 		us[i].mu.Lock()
-		d := us[i].v.verdict(holds[i].Request.Amount, t)
+		d := us[i].v.verdict(parts[i].Request.Amount, t)
 		us[i].mu.Unlock()
 		ds = append(ds, d)
 	}

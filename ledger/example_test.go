@@ -21,7 +21,7 @@ func ExampleClient_AcquireAll() {
 		}
 	}
 	for i := 1; i <= 3; i++ {
-		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+		ds, err := c.AcquireAll(ctx, []ledger.Part{
 			{Resource: perSecond, Request: ledger.Request{User: "alice", Amount: 1}},
 			{Resource: perHour, Request: ledger.Request{User: "alice", Amount: 1}},
 		})

@@ -86,7 +86,7 @@ func (w *world) do(ctx context.Context, c *ledger.Client, k call) (allowed bool,
 		d, err := c.Acquire(ctx, w.req, ledger.Request{User: k.user, Amount: k.amount, ID: k.id})
 		return d.Allowed, err
 	case 1:
-		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+		ds, err := c.AcquireAll(ctx, []ledger.Part{
 			{Resource: w.req, Request: ledger.Request{User: k.user, Amount: k.amount, ID: k.id}},
 			{Resource: w.money, Request: ledger.Request{User: k.user, Amount: k.amount}},
 		})

@@ -152,13 +152,13 @@ func TestHistoryRequestIDs(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 		chain := ledger.KeyID(t.Name() + "/chain-1")
-		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+		ds, err := c.AcquireAll(ctx, []ledger.Part{
 			{Resource: r, Request: ledger.Request{User: "u", Amount: 1, ID: id}},
 		})
 		if err != nil || !ds[0].Allowed || ds[0].ID != id {
 			t.Fatalf("Acquire under %s after the units returned = %+v, %v", id, ds, err)
 		}
-		ds, err = c.AcquireAll(ctx, []ledger.Hold{
+		ds, err = c.AcquireAll(ctx, []ledger.Part{
 			{Resource: other, Request: ledger.Request{User: "u", Amount: 1, ID: chain}},
 			{Resource: r, Request: ledger.Request{User: "u", Amount: 1}},
 		})
@@ -375,7 +375,7 @@ func TestHistoryChainAfterAnAgain(t *testing.T) {
 		c, lazy := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
 		_, other := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 5, Lazy: true})
 		acquire(t, c, other, "u", 1) // u exists on the second resource only
-		ds, err := c.AcquireAll(ctx, []ledger.Hold{
+		ds, err := c.AcquireAll(ctx, []ledger.Part{
 			{Resource: lazy, Request: ledger.Request{User: "u", Amount: 1}},
 			{Resource: other, Request: ledger.Request{User: "u", Amount: 1}},
 		})

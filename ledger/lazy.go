@@ -10,7 +10,7 @@ import (
 // failure explains why o's deciding chain failed for a reason other than
 // a limit. It returns the holds whose users are missing on a lazy resource
 // (to be provisioned), or the error to return.
-func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, err error) {
+func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, err error) {
 	res, start := o.decision(), o.decisionStart()
 	for i, s := range res {
 		out := classify(s.Status)
@@ -27,7 +27,7 @@ func (c *Client) failure(ctx context.Context, o *op, holds []Hold) (lazy []int, 
 		}
 	}
 	for k, e := range o.deciding() {
-		h := holds[k]
+		h := parts[k]
 		switch classify(o.res[e.i].Status) {
 		case outNoUser:
 			if !h.Resource.Lazy {
@@ -64,9 +64,9 @@ func anyNoUser(res []tb.CreateTransferResult) bool {
 
 // provisionLazy provisions the users of the lazy holds listed in idx with
 // their resource's default limit.
-func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) error {
+func (c *Client) provisionLazy(ctx context.Context, parts []Part, idx []int) error {
 	for _, i := range idx {
-		h := holds[i]
+		h := parts[i]
 		limit := h.Resource.DefaultLimit
 		if h.Request.Limit != 0 {
 			limit = h.Request.Limit
@@ -86,12 +86,12 @@ func (c *Client) provisionLazy(ctx context.Context, holds []Hold, idx []int) err
 // (idempotently) and decides again. It is told by the user's provisioning
 // transfer, missing or stamped after the hold. Only users whose limit this
 // Client does not know are looked at: after their first decisions, never.
-func (c *Client) uncredited(ctx context.Context, o *op, holds []Hold) ([]int, error) {
+func (c *Client) uncredited(ctx context.Context, o *op, parts []Part) ([]int, error) {
 	var idx, out []int
 	var ids []tb.Uint128
 	var at []uint64
 	for k, e := range o.deciding() {
-		h := holds[k]
+		h := parts[k]
 		if !h.Resource.Lazy || e.i >= len(o.res) || classify(o.res[e.i].Status) != outDenied {
 			continue // a merged op has no result of its own (see coalesce)
 		}

@@ -71,7 +71,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 	if d, ok := c.denyPublished(u, req.Amount, true, req.Limit); ok {
 		return d, nil
 	}
-	h := Hold{Resource: r, Request: req}
+	h := Part{Resource: r, Request: req}
 	counted, planned := false, req.Limit == 0
 	for {
 		u.lock()
@@ -141,20 +141,20 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 // a lease larger than the call was refused (the view thought it fitted),
 // then a lease of exactly the call's amount. It records the lease taken and
 // lets the calls waiting for the renewal go on.
-func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint64, h Hold) (Decision, error) {
+func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint64, h Part) (Decision, error) {
 	// A lease admits for its lifetime from when it was asked for: the
 	// cluster took it later, so every unit it admits returns at least a
 	// window less the lifetime after it was admitted, however long the
 	// answer took.
 	asked := c.localNow()
-	ds, err := c.decide(ctx, o, []Hold{h})
+	ds, err := c.decide(ctx, o, []Part{h})
 	d := first(ds)
 	answered := func() bool { return err == nil && d.Reason != Unavailable }
 	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
 		o = &op{exact: c.exact}
 		o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
-		ds, err = c.decide(ctx, o, []Hold{h})
+		ds, err = c.decide(ctx, o, []Part{h})
 		d = first(ds)
 	}
 	u.lock()

@@ -343,8 +343,8 @@ func acquireAllOrNothing(t *testing.T, b *testenv.Backend, w time.Duration) bool
 	if err := c.CreateResource(ctx, perHour); err != nil {
 		t.Fatal(err)
 	}
-	holds := func() []ledger.Hold {
-		return []ledger.Hold{{Resource: perSec, Request: ledger.Request{User: "u", Amount: 1}}, {Resource: perHour, Request: ledger.Request{User: "u", Amount: 1}}}
+	holds := func() []ledger.Part {
+		return []ledger.Part{{Resource: perSec, Request: ledger.Request{User: "u", Amount: 1}}, {Resource: perHour, Request: ledger.Request{User: "u", Amount: 1}}}
 	}
 	var first uint64
 	for i := 0; i < 3; i++ {

@@ -54,18 +54,18 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err := validAmount(p.Amount); err != nil {
 		return Decision{}, err
 	}
-	limit := Hold{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
+	limit := Part{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	start := c.observeStart()
 	u := c.users.get(r, p.From)
 	if p.ID.IsZero() {
 		var buf [1]Decision
-		if ds, ok := c.denyLocally([]Hold{limit}, []*user{u}, buf[:0]); ok {
-			c.observe(start, []Hold{limit}, ds, nil)
+		if ds, ok := c.denyLocally([]Part{limit}, []*user{u}, buf[:0]); ok {
+			c.observe(start, []Part{limit}, ds, nil)
 			return ds[0], nil
 		}
 	}
 	o := c.payment(r, p, u)
-	ds, err := c.decide(ctx, o, []Hold{limit})
+	ds, err := c.decide(ctx, o, []Part{limit})
 	d := first(ds)
 	if err == nil && !d.Allowed && o.paymentDenied() {
 		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
@@ -76,7 +76,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 			d = Decision{}
 		}
 	}
-	c.observe(start, []Hold{limit}, []Decision{d}, err)
+	c.observe(start, []Part{limit}, []Decision{d}, err)
 	return d, err
 }
 

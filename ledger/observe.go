@@ -39,14 +39,14 @@ func (c *Client) observeStart() time.Time {
 	return time.Now()
 }
 
-// observe tells the Client's Observer of decisions ds about holds, made
+// observe tells the Client's Observer of decisions ds about parts, made
 // since start.
-func (c *Client) observe(start time.Time, holds []Hold, ds []Decision, err error) {
+func (c *Client) observe(start time.Time, parts []Part, ds []Decision, err error) {
 	if c.observer == nil {
 		return
 	}
 	took := time.Since(start)
-	for i, h := range holds {
+	for i, h := range parts {
 		var d Decision
 		if i < len(ds) {
 			d = ds[i]

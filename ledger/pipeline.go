@@ -64,7 +64,7 @@ type opEvent struct {
 }
 
 // deciding yields the events of o's deciding holds, each with its index
-// among them (that of its Hold in the caller's holds).
+// among them (that of its Part in the caller's parts).
 func (o *op) deciding() iter.Seq2[int, opEvent] {
 	return func(yield func(int, opEvent) bool) {
 		k := 0

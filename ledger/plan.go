@@ -11,7 +11,7 @@ import (
 // to differ: SetLimit, once, while the user's other calls wait. A user whose
 // limit this Client does not know is read first. A user that does not exist
 // yet is left to lazy provisioning, which gives it the plan's limit.
-func (c *Client) plan(ctx context.Context, u *user, h *Hold) error {
+func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 	want := h.Request.Limit
 	if want == 0 {
 		return nil

@@ -129,7 +129,7 @@ func TestObserver(t *testing.T) {
 	}
 	acquire(t, c, r, "a", 1)
 	acquire(t, c, r, "a", 1) // denied
-	if _, err := c.AcquireAll(ctx, []ledger.Hold{{Resource: r, Request: ledger.Request{User: "b", Amount: 1}}, {Resource: r, Request: ledger.Request{User: "c", Amount: 1}}}); err != nil {
+	if _, err := c.AcquireAll(ctx, []ledger.Part{{Resource: r, Request: ledger.Request{User: "b", Amount: 1}}, {Resource: r, Request: ledger.Request{User: "c", Amount: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Pay(ctx, m, ledger.Payment{From: "x", To: "y", Amount: 1}); err == nil {

@@ -34,12 +34,12 @@ type Reservation struct {
 // r.Window passes. When the limit denies, the Reservation is not OK and its
 // Decision says why; Commit and Cancel then do nothing.
 func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reservation, error) {
-	if err := validHold(r, &req); err != nil {
+	if err := validPart(r, &req); err != nil {
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, []Hold{{Resource: r, Request: req}}, false, nil)
-	c.observe(start, []Hold{{Resource: r, Request: req}}, ds, err)
+	ds, o, err := c.acquire(ctx, []Part{{Resource: r, Request: req}}, false, nil)
+	c.observe(start, []Part{{Resource: r, Request: req}}, ds, err)
 	if len(ds) == 0 {
 		return nil, err
 	}

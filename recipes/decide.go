@@ -70,7 +70,7 @@ func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
 			res.Allowed, res.Reason = true, ledger.Admitted
 			return res, nil
 		}
-		chain := make([]ledger.Hold, len(idx))
+		chain := make([]ledger.Part, len(idx))
 		for k, i := range idx {
 			chain[k] = holds[i]
 		}
@@ -97,9 +97,9 @@ func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
 
 // prepare validates the keys of parts and returns the Result to fill in,
 // one PolicyResult per policy, and the hold each policy would take.
-func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.Hold, error) {
+func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.Part, error) {
 	var res Result
-	var holds []ledger.Hold
+	var holds []ledger.Part
 	takes := false
 	for _, pt := range parts {
 		cost := pt.cost
@@ -114,7 +114,7 @@ func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.H
 				res.Policies = append(res.Policies, PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit,
 					Window: pt.l.res[i].Window, Shadow: true})
 				res.ShadowFailed = append(res.ShadowFailed, p.Name)
-				holds = append(holds, ledger.Hold{})
+				holds = append(holds, ledger.Part{})
 				takes = takes || cost.of(p.Unit) > 0
 			}
 			continue
@@ -130,7 +130,7 @@ func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.H
 				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
 			res.Policies = append(res.Policies, pr)
-			holds = append(holds, ledger.Hold{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
+			holds = append(holds, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
 			takes = takes || amount > 0
 		}
 	}
@@ -180,7 +180,7 @@ func denied(res *Result, idx []int, dropped []bool) (final bool) {
 // shadowUnknown reports whether err says that the chain of the policies
 // idx was refused for a user unknown to one of them in shadow mode; that
 // policy is then dropped.
-func shadowUnknown(res *Result, holds []ledger.Hold, idx []int, dropped []bool, err error) bool {
+func shadowUnknown(res *Result, holds []ledger.Part, idx []int, dropped []bool, err error) bool {
 	var unknown *ledger.UnknownUserError
 	if !errors.As(err, &unknown) {
 		return false
