@@ -39,10 +39,9 @@ type op struct {
 	payment bool      // a payment: never allowed open; its second event pays
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
-	explain  func(t *tb.Transfer, out outcome) error
-	merge    bool      // one hold without a caller's ID: coalescing may merge it
-	exact    bool      // read the accounts of its holds before answering
-	deadline time.Time // the caller's, if any
+	explain func(t *tb.Transfer, out outcome) error
+	merge   bool // one hold without a caller's ID: coalescing may merge it
+	exact   bool // read the accounts of its holds before answering
 
 	// The answer.
 	res     []tb.CreateTransferResult // one per transfer of chain
@@ -107,15 +106,11 @@ func (o *op) add(t tb.Transfer, u *user) {
 // then, and the pipeline may still be using it, so the caller must not
 // read its answer.
 func (c *Client) submit(ctx context.Context, o *op) error {
+	var wait time.Duration
 	if !c.conn.InProcess() { // an in-process engine answers at once
-		var cancel context.CancelFunc
-		ctx, cancel = c.conn.WithDeadline(ctx)
-		defer cancel()
-		if d, ok := ctx.Deadline(); ok {
-			o.deadline = d
-		}
+		wait = c.conn.Wait(ctx)
 	}
-	if _, err := c.pipe.Do(ctx, o); err != nil {
+	if _, err := c.pipe.Do(ctx, wait, o); err != nil {
 		return c.conn.NoAnswer(err)
 	}
 	return o.err

@@ -25,12 +25,13 @@ type Batcher[T any] struct {
 	inline bool
 	gather time.Duration
 
-	mu    sync.Mutex
-	queue []*entry[T]
-	busy  bool      // a batch is being run or handed over
-	buf   []T       // the runner's batch, reused
-	max   int       // the most callers that may wait in the queue (0: no bound)
-	free  sync.Pool // entries free for reuse
+	mu     sync.Mutex
+	queue  []*entry[T]
+	busy   bool      // a batch is being run or handed over
+	buf    []T       // the runner's batch, reused
+	max    int       // the most callers that may wait in the queue (0: no bound)
+	free   sync.Pool // entries free for reuse
+	timers sync.Pool // stopped timers free for reuse (see timer)
 }
 
 type entry[T any] struct {
@@ -48,9 +49,11 @@ func NewBatcher[T any](run func([]T), inline bool, gather time.Duration, maxWait
 }
 
 // Do runs item in a batch and returns when that batch has run, or when ctx
-// is done first. sent reports whether item was handed to run: when Do
-// returns ctx's error with sent false, item was never run and never will be.
-func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
+// is done first, or, if wait is positive, when wait has passed first (a
+// default timeout, cheaper than a context of its own). sent reports whether
+// item was handed to run: when Do returns an error with sent false, item was
+// never run and never will be.
+func (b *Batcher[T]) Do(ctx context.Context, wait time.Duration, item T) (sent bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, Unavailable(err)
 	}
@@ -71,16 +74,27 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 		go b.loop()
 	}
 	b.mu.Unlock()
+	var expired <-chan time.Time
+	if wait > 0 {
+		t := b.timer(wait)
+		defer b.timers.Put(t)
+		defer t.Stop()
+		expired = t.C
+	}
+	var cause error
 	select {
 	case <-e.done:
 		b.release(e)
 		return true, nil
 	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-expired:
+		cause = context.DeadlineExceeded
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e.taken {
-		return true, Unavailable(context.Cause(ctx)) // its batch will still signal e: not released
+		return true, Unavailable(cause) // its batch will still signal e: not released
 	}
 	for i, q := range b.queue {
 		if q == e {
@@ -89,7 +103,20 @@ func (b *Batcher[T]) Do(ctx context.Context, item T) (sent bool, err error) {
 		}
 	}
 	b.release(e)
-	return false, Unavailable(context.Cause(ctx))
+	return false, Unavailable(cause)
+}
+
+// timer returns a timer that fires once after d, reused if one is free.
+// A context with a timeout of its own costs a caller several allocations
+// and a registration with its parent; a reused timer costs neither. Since
+// Go 1.23 a stopped timer's channel never delivers a stale value, so a
+// timer put back after Stop is as good as new.
+func (b *Batcher[T]) timer(d time.Duration) *time.Timer {
+	if t, _ := b.timers.Get().(*time.Timer); t != nil {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
 }
 
 // entry returns an entry for item, reused if one is free.

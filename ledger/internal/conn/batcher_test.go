@@ -31,7 +31,7 @@ func TestBatcherRunsEveryItemOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := g * 100; i < (g+1)*100; i++ {
-					if sent, err := b.Do(context.Background(), i); !sent || err != nil {
+					if sent, err := b.Do(context.Background(), 0, i); !sent || err != nil {
 						t.Errorf("Do(%d) = %v, %v", i, sent, err)
 					}
 					if seen[i].Load() != 1 {
@@ -52,40 +52,57 @@ func TestBatcherRunsEveryItemOnce(t *testing.T) {
 	}
 }
 
-// A caller whose context ends while its batch runs returns at once (sent:
-// it may still be applied); one whose item was still waiting returns and
-// the item never runs.
+// A caller whose context ends, or whose wait passes, while its batch runs
+// returns at once (sent: it may still be applied); one whose item was
+// still waiting returns and the item never runs.
 func TestBatcherCallerDeadlines(t *testing.T) {
-	release := make(chan struct{})
-	var ran sync.Map
-	b := NewBatcher(func(items []string) {
-		for _, it := range items {
-			ran.Store(it, true)
-		}
-		<-release // a request that never answers until released
-	}, false, 0, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	sent, err := b.Do(ctx, "first") // runs, and hangs
-	if !sent || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Do(first) = %v, %v; want sent, ErrUnavailable", sent, err)
+	bounds := []struct {
+		name  string
+		bound func() (context.Context, time.Duration, context.CancelFunc)
+	}{
+		{"context deadline", func() (context.Context, time.Duration, context.CancelFunc) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return ctx, 0, cancel
+		}},
+		{"wait", func() (context.Context, time.Duration, context.CancelFunc) {
+			return context.Background(), 50 * time.Millisecond, func() {}
+		}},
 	}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel2()
-	sent, err = b.Do(ctx2, "second") // waits behind the hung batch
-	if sent || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Do(second) = %v, %v; want not sent, ErrUnavailable", sent, err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("two calls with 50ms deadlines took %v", took)
-	}
-	close(release)
-	if _, err := b.Do(context.Background(), "third"); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := ran.Load("second"); ok {
-		t.Fatal("an item whose caller gave up before it was sent ran")
+	for _, bc := range bounds {
+		t.Run(bc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var ran sync.Map
+			b := NewBatcher(func(items []string) {
+				for _, it := range items {
+					ran.Store(it, true)
+				}
+				<-release // a request that never answers until released
+			}, false, 0, 0)
+			start := time.Now()
+			ctx, wait, cancel := bc.bound()
+			defer cancel()
+			sent, err := b.Do(ctx, wait, "first") // runs, and hangs
+			if !sent || !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Do(first) = %v, %v; want sent, ErrUnavailable (deadline exceeded)", sent, err)
+			}
+			ctx2, wait2, cancel2 := bc.bound()
+			defer cancel2()
+			sent, err = b.Do(ctx2, wait2, "second") // waits behind the hung batch
+			if sent || !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Do(second) = %v, %v; want not sent, ErrUnavailable (deadline exceeded)", sent, err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("two calls bounded at 50ms took %v", took)
+			}
+			close(release)
+			// A timer reused after a wait that fired must not end this call.
+			if _, err := b.Do(context.Background(), time.Minute, "third"); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := ran.Load("second"); ok {
+				t.Fatal("an item whose caller gave up before it was sent ran")
+			}
+		})
 	}
 }
 
@@ -93,10 +110,10 @@ func TestBatcherBoundsWaitingCallers(t *testing.T) {
 	release, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(release)
 	b := NewBatcher(func([]int) { running <- struct{}{}; <-release }, false, 0, 2)
-	go b.Do(context.Background(), 0) // hangs in its batch
+	go b.Do(context.Background(), 0, 0) // hangs in its batch
 	<-running
 	for i := 1; i <= 2; i++ { // wait behind it: the queue is full
-		go b.Do(context.Background(), i)
+		go b.Do(context.Background(), 0, i)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		b.mu.Lock()
@@ -111,7 +128,7 @@ func TestBatcherBoundsWaitingCallers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
-	if _, err := b.Do(context.Background(), 9); !errors.Is(err, ErrUnavailable) {
+	if _, err := b.Do(context.Background(), 0, 9); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Do with the queue full = %v, want ErrUnavailable at once", err)
 	}
 	if took := time.Since(start); took > time.Second {

@@ -131,10 +131,21 @@ func (c *Conn) Ping(ctx context.Context) error {
 // WithDeadline returns ctx with the Conn's default timeout if it has no
 // deadline of its own (and is not Patient).
 func (c *Conn) WithDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 || ctx.Value(patient{}) != nil {
-		return ctx, func() {}
+	if wait := c.Wait(ctx); wait > 0 {
+		return context.WithTimeout(ctx, wait)
 	}
-	return context.WithTimeout(ctx, c.timeout)
+	return ctx, func() {}
+}
+
+// Wait is how long a call with ctx may wait for the cluster beyond ctx's
+// own deadline: the Conn's default timeout when ctx has none (and is not
+// Patient), else 0 (no bound but ctx's). It is WithDeadline's bound, for a
+// caller that enforces it without a context of its own (Batcher.Do).
+func (c *Conn) Wait(ctx context.Context) time.Duration {
+	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 || ctx.Value(patient{}) != nil {
+		return 0
+	}
+	return c.timeout
 }
 
 type patient struct{}
