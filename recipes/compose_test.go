@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/simnet"
 	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/testenv"
 )
@@ -637,5 +638,40 @@ func TestStackProperty(t *testing.T) {
 			t.Fatalf("%d decisions, %d admitted, %d accounts checked: the test did not exercise the limits", decisions, admitted, checked)
 		}
 		t.Logf("%d decisions, %d admitted, %d accounts audited", decisions, admitted, checked)
+	})
+}
+
+// WithUnavailable decides what a Limiter's decisions return while the
+// cluster does not answer, whatever the Client's own OnUnavailable; without
+// it, the Client's decides.
+func TestWithUnavailable(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		_, w := windows(b)
+		for _, c := range []struct {
+			client  ledger.OnUnavailable
+			opts    []recipes.Option
+			allowed bool
+			err     bool
+		}{
+			{ledger.ReturnError, nil, false, true},
+			{ledger.ReturnError, []recipes.Option{recipes.WithUnavailable(ledger.FailOpen)}, true, false},
+			{ledger.ReturnError, []recipes.Option{recipes.WithUnavailable(ledger.FailClosed)}, false, false},
+			{ledger.FailOpen, nil, true, false},
+			{ledger.FailOpen, []recipes.Option{recipes.WithUnavailable(ledger.ReturnError)}, false, true},
+			{ledger.FailOpen, []recipes.Option{recipes.WithUnavailable(ledger.FailClosed)}, false, false},
+			{ledger.FailClosed, []recipes.Option{recipes.WithUnavailable(ledger.FailOpen)}, true, false},
+		} {
+			sc, cl := stallable(t, b, ledger.WithUnavailable(c.client), ledger.WithTimeout(5*time.Second))
+			l := newLimiter(t, b, cl, "api", []recipes.Policy{{Name: "api", Limit: recipes.Per(5, w), Lazy: true}}, c.opts...)
+			sc.SetFaults(simnet.Faults{Stall: true})
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			r, err := l.Allow(ctx, "k")
+			cancel()
+			sc.SetFaults(simnet.Faults{})
+			if r.Allowed != c.allowed || r.Reason != ledger.Unavailable || (err != nil) != c.err || err != nil && !errors.Is(err, ledger.ErrUnavailable) {
+				t.Errorf("client %v, options %d: Allow of a stalled cluster = %+v, %v; want allowed %v, Unavailable, error %v",
+					c.client, len(c.opts), r, err, c.allowed, c.err)
+			}
+		}
 	})
 }

@@ -197,29 +197,41 @@ func shadowUnknown(res *Result, holds []ledger.Part, idx []int, dropped []bool, 
 }
 
 // unavailable is the Result of a chain of the policies idx the cluster did
-// not answer: the Client's policy made ds (or returned err); FailOpen
-// admits regardless, and so does a chain of policies in shadow mode only.
+// not answer: the Client's OnUnavailable made ds (or returned err), unless
+// WithUnavailable overrides it; a chain of policies in shadow mode only is
+// admitted regardless.
 func (d *decider) unavailable(res Result, idx []int, ds []ledger.Decision, err error) (Result, error) {
 	res.Reason = ledger.Unavailable
 	shadowOnly := true
 	for _, i := range idx {
 		shadowOnly = shadowOnly && res.Policies[i].Shadow
 	}
-	switch {
-	case shadowOnly:
+	if shadowOnly {
 		for _, i := range idx {
 			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
 		}
 		res.Allowed = true
 		return res, nil
-	case d.failOpen:
+	}
+	if d.onUnavailable == nil {
+		if err != nil {
+			return res, err
+		}
+		res.Allowed = ds[0].Allowed
+		return res, nil
+	}
+	switch *d.onUnavailable {
+	case ledger.FailOpen:
 		res.Allowed = true
 		return res, nil
-	case err != nil:
-		return res, err
+	case ledger.FailClosed:
+		res.Allowed = false
+		return res, nil
 	}
-	res.Allowed = ds[0].Allowed
-	return res, nil
+	if err == nil { // the Client decided, and this limiter returns the error instead
+		err = fmt.Errorf("recipes: %s: %w", d.name, ledger.ErrUnavailable)
+	}
+	return res, err
 }
 
 // Wait's pause after a denial whose RetryAfter says nothing new (the

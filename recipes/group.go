@@ -29,8 +29,8 @@ type Group struct {
 }
 
 // NewGroup returns a group named name (in metrics and errors) deciding on
-// c. Options are those of a Stack: Shadow, FailOpen and WithObserver apply
-// to the whole group; plans belong to each Limiter.
+// c. Options are those of a Stack: Shadow, WithUnavailable and
+// WithObserver apply to the whole group; plans belong to each Limiter.
 func NewGroup(c *ledger.Client, name string, opts ...Option) (*Group, error) {
 	var o options
 	for _, opt := range opts {

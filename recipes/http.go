@@ -33,9 +33,9 @@ type CostFunc func(*http.Request) uint64
 // seconds, rounded up). A denied request gets 429 Too Many Requests with
 // Retry-After, or 413 when its cost is more than a bytes limit's whole
 // limit, and next is not called. A request without a key gets 400;
-// when the cluster is unavailable and the Client's policy does not fail
-// open (it returns errors, or denies: FailClosed), the response is 503
-// with Retry-After: 1 and no RateLimit fields.
+// when the cluster is unavailable and the Client's OnUnavailable does not
+// fail open (it returns errors, or denies: ledger.FailClosed), the
+// response is 503 with Retry-After: 1 and no RateLimit fields.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
 	name, unit := "default", Requests
 	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
@@ -57,7 +57,7 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 			}
 			d, err := l.AllowN(r.Context(), k, n)
 			if err == nil && !d.Allowed && d.Reason == ledger.Unavailable {
-				err = ledger.ErrUnavailable // denied by FailClosed: not the client's doing
+				err = ledger.ErrUnavailable // denied by ledger.FailClosed: not the client's doing
 			}
 			if err != nil {
 				httpError(w, err)
@@ -111,8 +111,9 @@ func RequestCost(r *http.Request) Cost {
 // key is empty or malformed gets 400 Bad Request, and an unknown key on a
 // policy that is not Lazy 403 Forbidden. When the cluster is unavailable
 // the response is 503 Service Unavailable with Retry-After: 1, unless the
-// stack (FailOpen) or the ledger.Client (ledger.FailOpen) fails open, in
-// which case the request goes ahead without RateLimit fields.
+// stack (WithUnavailable(ledger.FailOpen)) or the ledger.Client
+// (ledger.WithUnavailable(ledger.FailOpen)) fails open, in which case the
+// request goes ahead without RateLimit fields.
 //
 // The handler finds the Result with ResultOf. Options change what a
 // denial or an error answers (OnDenied, OnError) and which requests are

@@ -202,7 +202,7 @@ func TestStackMiddlewareEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		open, err := recipes.NewStack("open", layers, recipes.FailOpen())
+		open, err := recipes.NewStack("open", layers, recipes.WithUnavailable(ledger.FailOpen))
 		if err != nil {
 			t.Fatal(err)
 		}

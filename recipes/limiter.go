@@ -28,9 +28,10 @@ type Limiter struct {
 type Option func(*options)
 
 type options struct {
-	shadow, failOpen bool
-	observer         Observer
-	plans            *Plans
+	shadow        bool
+	onUnavailable *ledger.OnUnavailable // nil: the ledger.Client's decides
+	observer      Observer
+	plans         *Plans
 }
 
 // Shadow puts a Limiter, or a whole Stack, in shadow mode: it decides and
@@ -40,10 +41,32 @@ type options struct {
 // were not there.
 func Shadow() Option { return func(o *options) { o.shadow = true } }
 
-// FailOpen admits requests while the cluster is unavailable (Result.Reason
-// is then Unavailable and the error nil), whatever the ledger.Client's own
-// policy (ledger.WithUnavailable).
-func FailOpen() Option { return func(o *options) { o.failOpen = true } }
+// WithUnavailable sets what the decisions of a Limiter, a Stack or a Group
+// return while the cluster is unavailable, whatever the ledger.Client's own
+// OnUnavailable (ledger.WithUnavailable): ledger.ReturnError returns an
+// error wrapping ledger.ErrUnavailable; ledger.FailOpen admits and
+// ledger.FailClosed denies, both with Result.Reason Unavailable and no
+// error. Without it, the Client's OnUnavailable decides. Any other value
+// panics, as a programming error, when the Limiter, Stack or Group is
+// built.
+func WithUnavailable(p ledger.OnUnavailable) Option {
+	return func(o *options) {
+		switch p {
+		case ledger.ReturnError, ledger.FailOpen, ledger.FailClosed:
+			o.onUnavailable = &p
+		default:
+			panic(fmt.Sprintf("recipes: WithUnavailable(%v): want ledger.ReturnError, ledger.FailOpen or ledger.FailClosed", p))
+		}
+	}
+}
+
+// FailOpen is WithUnavailable(ledger.FailOpen): it admits requests while
+// the cluster is unavailable (Result.Reason is then Unavailable and the
+// error nil), whatever the ledger.Client's own OnUnavailable.
+//
+// Deprecated: use WithUnavailable(ledger.FailOpen), which names the
+// behaviour as ledger.WithUnavailable does.
+func FailOpen() Option { return WithUnavailable(ledger.FailOpen) }
 
 // WithObserver has o told of every decision of the Limiter or Stack.
 func WithObserver(o Observer) Option { return func(opts *options) { opts.observer = o } }

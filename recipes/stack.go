@@ -32,8 +32,8 @@ type Stack[T any] struct {
 // Every Limiter must be on the same ledger.Client, and every policy name
 // must be unique in the stack. With Shadow, every policy is in shadow mode;
 // a Limiter built with Shadow is in shadow mode in the stack too. A
-// Limiter's own FailOpen and observer do not apply in the stack: give the
-// stack its own.
+// Limiter's own WithUnavailable and observer do not apply in the stack:
+// give the stack its own.
 func NewStack[T any](name string, layers []Layer[T], opts ...Option) (*Stack[T], error) {
 	var o options
 	for _, opt := range opts {

@@ -70,15 +70,37 @@ type rule struct {
 type Option func(*options)
 
 type options struct {
-	failOpen        bool
+	onUnavailable   *ledger.OnUnavailable // nil: the ledger.Client's decides
 	responseHeaders bool
 	maxWaiting      int
 }
 
-// FailOpen answers OK while the cluster does not answer; without it the
-// call fails with gRPC status UNAVAILABLE, so that Envoy's
-// failure_mode_deny decides.
-func FailOpen() Option { return func(o *options) { o.failOpen = true } }
+// WithUnavailable sets what a call answers while the cluster does not
+// answer, whatever the ledger.Client's own OnUnavailable, as
+// recipes.WithUnavailable does for the service's decisions:
+// ledger.ReturnError fails the call with gRPC status UNAVAILABLE, so that
+// Envoy's failure_mode_deny decides; ledger.FailOpen answers OK;
+// ledger.FailClosed answers with the overall code OVER_LIMIT (nothing is
+// known of each descriptor). Without it, the Client's OnUnavailable
+// decides. Any other value panics,
+// as a programming error, when the Service is built.
+func WithUnavailable(p ledger.OnUnavailable) Option {
+	return func(o *options) {
+		switch p {
+		case ledger.ReturnError, ledger.FailOpen, ledger.FailClosed:
+			o.onUnavailable = &p
+		default:
+			panic(fmt.Sprintf("ratelimit: WithUnavailable(%v): want ledger.ReturnError, ledger.FailOpen or ledger.FailClosed", p))
+		}
+	}
+}
+
+// FailOpen is WithUnavailable(ledger.FailOpen): it answers OK while the
+// cluster does not answer.
+//
+// Deprecated: use WithUnavailable(ledger.FailOpen), which names the
+// behaviour as ledger.WithUnavailable does.
+func FailOpen() Option { return WithUnavailable(ledger.FailOpen) }
 
 // ResponseHeaders adds the RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-10) of every limited descriptor
@@ -100,8 +122,8 @@ func New(c *ledger.Client, opts ...Option) (*Service, error) {
 		return nil, fmt.Errorf("%w: MaxWaiting(%d): must be positive", ledger.ErrInvalidAmount, o.maxWaiting)
 	}
 	var gopts []recipes.Option
-	if o.failOpen {
-		gopts = append(gopts, recipes.FailOpen())
+	if o.onUnavailable != nil {
+		gopts = append(gopts, recipes.WithUnavailable(*o.onUnavailable))
 	}
 	g, err := recipes.NewGroup(c, "ratelimit", gopts...)
 	if err != nil {
@@ -320,7 +342,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	ctx, cancel := answerBefore(ctx)
 	defer cancel()
 	resp, err := s.decide(ctx, req)
-	if err != nil && s.opts.failOpen && errors.Is(err, ledger.ErrUnavailable) {
+	if err != nil && s.opts.failsOpen() && errors.Is(err, ledger.ErrUnavailable) {
 		return okResponse(len(req.GetDescriptors())), nil
 	}
 	if err != nil {
@@ -366,6 +388,12 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 	}
 	s.answer(items, res, resp)
 	return resp, nil
+}
+
+// failsOpen reports whether the service answers OK while the cluster
+// does not answer.
+func (o *options) failsOpen() bool {
+	return o.onUnavailable != nil && *o.onUnavailable == ledger.FailOpen
 }
 
 // okResponse is an answer of OK for n descriptors.
@@ -535,7 +563,7 @@ func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitRe
 		resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
 	}
 	if res.Reason == ledger.Unavailable {
-		return // the cluster did not answer: the failure policy decided, nothing is known
+		return // the cluster did not answer: OnUnavailable decided, nothing is known
 	}
 	for i := range items {
 		it := &items[i]

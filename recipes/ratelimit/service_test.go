@@ -550,9 +550,9 @@ descriptors:
 			warm   bool // the user decided once before the stall
 		}{
 			{"closed", nil, nil, desc("k", "v"), codes.Unavailable, "", false},
-			{"open", []ratelimit.Option{ratelimit.FailOpen()}, nil, desc("k", "v"), codes.OK, "OK: OK", false},
+			{"open", []ratelimit.Option{ratelimit.WithUnavailable(ledger.FailOpen)}, nil, desc("k", "v"), codes.OK, "OK: OK", false},
 			// A new override's rule is made in the cluster: its call fails open too.
-			{"open, a new override", []ratelimit.Option{ratelimit.FailOpen()}, nil, override, codes.OK, "OK: OK", false},
+			{"open, a new override", []ratelimit.Option{ratelimit.WithUnavailable(ledger.FailOpen)}, nil, override, codes.OK, "OK: OK", false},
 			// A client that denies while the cluster does not answer.
 			{"closed client", nil, []ledger.Option{ledger.WithUnavailable(ledger.FailClosed)}, desc("k", "v"), codes.OK, "OVER_LIMIT: OK", true},
 		} {

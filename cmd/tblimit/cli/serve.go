@@ -151,9 +151,12 @@ func serveRun(ctx context.Context, opts *rlsServeOptions) error {
 		return err
 	}
 	defer done()
-	var sopts []ratelimit.Option
+	// "closed" is ledger.ReturnError, not ledger.FailClosed: the call fails
+	// with UNAVAILABLE, and Envoy's failure_mode_deny closes (or opens);
+	// an OVER_LIMIT answer would look like a limit to Envoy and its metrics.
+	sopts := []ratelimit.Option{ratelimit.WithUnavailable(ledger.ReturnError)}
 	if opts.Unavailable == "open" {
-		sopts = append(sopts, ratelimit.FailOpen())
+		sopts[0] = ratelimit.WithUnavailable(ledger.FailOpen)
 	}
 	if opts.ResponseHeaders {
 		sopts = append(sopts, ratelimit.ResponseHeaders())
