@@ -124,12 +124,19 @@ func WithMaxWaiting(n int) Option {
 	return func(c *Client) { c.maxWaiting = n; c.conn.SetMaxWaiting(n) }
 }
 
-// WithClock sets the Client's clock, from which it tells how long ago a
+// WithNow sets the Client's clock, from which it tells how long ago a
 // cluster timestamp was: every decision's RetryAfter and ResetAfter, local
 // denials, Inspect and Migrate use it (default: the clock of an engine that
 // has a Now method, such as the embedded engine's manual clock, else
-// time.Now). Tests on a manual clock give it that clock's Now.
-func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+// time.Now). Tests on a manual clock give it that clock's Now:
+// WithNow(clock.Now), beside embedded.WithClock(clock).
+func WithNow(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// WithClock is the name WithNow had.
+//
+// Deprecated: use WithNow. WithClock is the embedded engine's option,
+// which takes an embedded.Clock.
+func WithClock(now func() time.Time) Option { return WithNow(now) }
 
 // WithExactDecisions makes every decision read its users' accounts after
 // its create, in the same batch (one more request per batch and one more

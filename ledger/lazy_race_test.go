@@ -23,11 +23,11 @@ func TestFirstDecisionsOfLazyUsersAtOnce(t *testing.T) {
 			_, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10 - plan, Lazy: true})
 			var c *ledger.Client
 			if b.Real {
-				c = ledger.New(b.Client, ledger.WithClock(b.Now))
+				c = ledger.New(b.Client, ledger.WithNow(b.Now))
 			} else { // the engine behind a real client's costs: requests interleave as on a cluster
 				sc := simnet.New(b.Client, simnet.RealServer0179)
 				t.Cleanup(sc.Close)
-				c = ledger.New(sc, ledger.WithClock(b.Now))
+				c = ledger.New(sc, ledger.WithNow(b.Now))
 			}
 			var mu sync.Mutex
 			asked, admitted := map[string]int{}, map[string]int{}

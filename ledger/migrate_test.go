@@ -14,7 +14,7 @@ import (
 func TestMigrateCarriesUnitsInFlight(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		_, from := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		to := ledger.Resource{Name: "new", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: 2 * time.Hour, DefaultLimit: 5, Lazy: true}
 		if err := c.CreateResource(ctx, to); err != nil {
 			t.Fatal(err)
@@ -35,7 +35,7 @@ func TestMigrateCarriesUnitsInFlight(t *testing.T) {
 		}
 		// Taken on the old one meanwhile, by a caller not moved yet: the
 		// second run carries it, and only it.
-		other := ledger.New(b.Client, ledger.WithClock(b.Now))
+		other := ledger.New(b.Client, ledger.WithNow(b.Now))
 		if _, err := other.Acquire(ctx, from, ledger.Request{User: user, Amount: 1}); err != nil {
 			t.Fatal(err)
 		}

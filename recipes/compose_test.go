@@ -403,7 +403,7 @@ func TestWait(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		ctx := context.Background()
 		short, _ := windows(b)
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		l := newLimiter(t, b, c, "api", []recipes.Policy{{Name: "fast", Limit: recipes.Per(2, short), Lazy: true}})
 		var slept []time.Duration
 		recipes.SetSleep(l, func(ctx context.Context, d time.Duration) error {
@@ -453,7 +453,7 @@ func TestWait(t *testing.T) {
 // one whose limit is an Amount is refused: money is MoneyPerWindow's.
 func TestPolicyCountsWhatItsLimitSays(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		l := newLimiter(t, b, c, "upload", []recipes.Policy{{Name: "upload", Limit: recipes.Bytes(1000).Per(time.Minute), Lazy: true}})
 		if p := l.Policies()[0]; p.Unit != recipes.ContentBytes {
 			t.Errorf("a Bytes limit's policy counts %v, want content-bytes", p.Unit)
@@ -539,7 +539,7 @@ func TestStackProperty(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		ctx := context.Background()
 		short, long := windows(b)
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		limiters := []*recipes.Limiter{
 			newLimiter(t, b, c, "global", []recipes.Policy{{Name: "global", Limit: recipes.Per(400, long), Lazy: true}}),
 			newLimiter(t, b, c, "customer", []recipes.Policy{

@@ -450,7 +450,7 @@ func stallable(t *testing.T, b *testenv.Backend, opts ...ledger.Option) (*simnet
 	t.Helper()
 	sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 	t.Cleanup(sc.Close)
-	c := ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now)}, opts...)...)
+	c := ledger.New(sc, append([]ledger.Option{ledger.WithNow(b.Now)}, opts...)...)
 	warmUp(t, c)
 	return sc, c
 }
@@ -472,7 +472,7 @@ func warmUp(t *testing.T, c *ledger.Client) {
 // errors otherwise, and exempt requests take nothing.
 func TestStackMiddlewareOptions(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		warmUp(t, c)
 		perKey := newLimiter(t, b, c, "customer", []recipes.Policy{{Name: "customer", Limit: recipes.PerMinute(2), Lazy: true}})
 		merchant := newLimiter(t, b, c, "merchant", []recipes.Policy{{Name: "merchant", Limit: recipes.PerMinute(1), Lazy: true}})
@@ -555,7 +555,7 @@ func TestStackMiddlewareOptions(t *testing.T) {
 // limit); without a bytes policy it goes ahead.
 func TestStackMiddlewareChunkedBody(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		warmUp(t, c)
 		upload := newLimiter(t, b, c, "upload", []recipes.Policy{{Name: "upload", Limit: recipes.Bytes(1000).Per(time.Minute), Lazy: true}})
 		calls := newLimiter(t, b, c, "calls", []recipes.Policy{{Name: "calls", Limit: recipes.PerMinute(100), Lazy: true}})
@@ -604,7 +604,7 @@ func TestStackMiddlewareChunkedBody(t *testing.T) {
 // A Limiter has a middleware of its own, a stack of one.
 func TestLimiterMiddleware(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		c := ledger.New(b.Client, ledger.WithClock(b.Now))
+		c := ledger.New(b.Client, ledger.WithNow(b.Now))
 		warmUp(t, c)
 		l := newLimiter(t, b, c, "api", []recipes.Policy{{Name: "api", Limit: recipes.PerMinute(1), Lazy: true}})
 		srv := httptest.NewServer(l.Middleware(recipes.Header("X-Api-Key"), nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))

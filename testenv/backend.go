@@ -46,7 +46,7 @@ func (b *Backend) Advance(t testing.TB, d time.Duration) {
 
 // Now returns the engine's time: the manual clock on the embedded engine, the wall clock on
 // a real server. Give it to code that compares cluster timestamps with the present, such as
-// ledger.WithClock(b.Now), so that Advance moves both.
+// ledger.WithNow(b.Now), so that Advance moves both.
 func (b *Backend) Now() time.Time {
 	if b.clock != nil {
 		return b.clock.Now()

@@ -63,7 +63,7 @@ func TestCollector(t *testing.T) {
 		sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 		t.Cleanup(sc.Close)
 		m := metrics.New(nil)
-		c := ledger.New(sc, ledger.WithClock(b.Now), ledger.WithTimeout(200*time.Millisecond), ledger.WithObserver(m))
+		c := ledger.New(sc, ledger.WithNow(b.Now), ledger.WithTimeout(200*time.Millisecond), ledger.WithObserver(m))
 		m.Watch(c)
 		// The first call on a real server registers the session: longer
 		// than the timeout this test needs for its stalled calls.

@@ -68,7 +68,7 @@ func config(t *testing.T, domain, yaml string) *ratelimit.Config {
 func start(t *testing.T, b *testenv.Backend, c *ledger.Client, yaml string, opts ...ratelimit.Option) *env {
 	t.Helper()
 	if c == nil {
-		c = ledger.New(b.Client, ledger.WithClock(b.Now))
+		c = ledger.New(b.Client, ledger.WithNow(b.Now))
 	}
 	svc, err := ratelimit.New(c, opts...)
 	if err != nil {
@@ -488,7 +488,7 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 		t.Cleanup(sc.Close)
-		e := start(t, b, ledger.New(sc, ledger.WithClock(b.Now)), `
+		e := start(t, b, ledger.New(sc, ledger.WithNow(b.Now)), `
 domain: DOMAIN
 descriptors:
   - key: k
@@ -558,7 +558,7 @@ descriptors:
 		} {
 			sc := simnet.New(b.Client, simnet.Model{Name: "free"})
 			t.Cleanup(sc.Close)
-			e := start(t, b, ledger.New(sc, append([]ledger.Option{ledger.WithClock(b.Now), ledger.WithTimeout(time.Minute)}, c.client...)...), yaml, c.opts...)
+			e := start(t, b, ledger.New(sc, append([]ledger.Option{ledger.WithNow(b.Now), ledger.WithTimeout(time.Minute)}, c.client...)...), yaml, c.opts...)
 			if c.warm {
 				e.ask(c.desc)
 			}
@@ -719,7 +719,7 @@ descriptors:
 		// Two services, each with a ledger.Client of its own (its own view of
 		// every user), on one cluster, as two processes would be.
 		one := start(t, b, nil, yaml)
-		two := start(t, b, ledger.New(b.Client, ledger.WithClock(b.Now)), yaml)
+		two := start(t, b, ledger.New(b.Client, ledger.WithNow(b.Now)), yaml)
 		two.domain = one.domain
 		if err := two.svc.Load(context.Background(), config(t, one.domain, yaml)); err != nil {
 			t.Fatal(err)
