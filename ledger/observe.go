@@ -4,16 +4,21 @@ import (
 	"time"
 )
 
-// Observer is told of every decision a Client makes, for metrics (package
-// metrics has a Prometheus collector) or tracing. ObserveDecision is called
-// on the deciding goroutine once the decision is made: it must be quick and
-// safe for concurrent use. What the Client sent is in Stats.
+// Observer is told of every decision a Client makes, whoever asked for it
+// (the limiters of package recipes included), resource by resource: one
+// DecisionEvent per resource decided, so that a chain of several parts
+// (AcquireAll) makes one event per part. A recipes.Observer sees the
+// decisions of recipes' Limiters and Stacks instead, one event for all
+// their policies. For metrics (package recipes/metrics has a Prometheus
+// collector) or tracing. ObserveDecision is called on the deciding
+// goroutine once the decision is made: it must be quick and safe for
+// concurrent use. What the Client sent is in Stats.
 type Observer interface {
 	ObserveDecision(DecisionEvent)
 }
 
-// DecisionEvent is one decision, as an Observer sees it: a chain of several
-// holds (AcquireAll) makes one event per hold.
+// DecisionEvent is one decision on one resource, as an Observer sees it: a
+// chain of several parts (AcquireAll) makes one event per part.
 type DecisionEvent struct {
 	// Resource is the limit decided on.
 	Resource Resource

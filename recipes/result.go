@@ -86,17 +86,21 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// Observer is told of every decision of the Limiters and Stacks it is
-// given to (WithObserver): package metrics implements it for Prometheus,
-// and a tracer can too. ObserveResult is called on the deciding goroutine
-// once the decision is made: it must be quick and safe for concurrent use.
+// Observer is told of every decision of the Limiters, Stacks and Groups it
+// is given to (WithObserver): one Event per decision, its Result covering
+// every policy. A ledger.Observer, given to the ledger.Client, sees the
+// same decisions resource by resource (one event per policy decided), and
+// the single-limit recipes' too, which have no Observer of their own.
+// Package metrics implements both for Prometheus, and a tracer can too.
+// ObserveResult is called on the deciding goroutine once the decision is
+// made: it must be quick and safe for concurrent use.
 type Observer interface {
 	ObserveResult(Event)
 }
 
 // Event is one decision as an Observer sees it.
 type Event struct {
-	// Limiter names the Limiter or Stack that decided.
+	// Limiter names the Limiter, Stack or Group that decided.
 	Limiter string
 	// Result is the decision (the zero Result, or what is known, when Err
 	// is not nil).
