@@ -238,11 +238,14 @@ func TestStateOutlivesCommands(t *testing.T) {
 	e.code(ExitOK, "acquire", "upload", "bob", "4000000")
 	var u usageJSON
 	e.json(ExitOK, &u, "usage", "upload", "bob")
-	if len(u.Reservations) != 2 || u.InFlight != 10_000_000 || u.Available != 0 {
-		t.Fatalf("usage = %+v, want two reservations holding the whole limit", u)
+	if len(u.Flights) != 2 || u.InFlight != 10_000_000 || u.Available != 0 {
+		t.Fatalf("usage = %+v, want two flights holding the whole limit", u)
 	}
-	if got := u.Reservations[0].ReturnsInSeconds; got < 29.9 || got > 30.1 {
-		t.Errorf("the first reservation returns in %vs, want 30s", got)
+	if got := u.Flights[0].ReturnsInSeconds; got < 29.9 || got > 30.1 {
+		t.Errorf("the first flight returns in %vs, want 30s", got)
+	}
+	if !slices.Equal(u.Reservations, u.Flights) {
+		t.Errorf("usage: reservations %+v, want the flights %+v (the field's old name)", u.Reservations, u.Flights)
 	}
 	var show userJSON
 	e.json(ExitOK, &show, "users", "show", "upload", "bob")
@@ -524,7 +527,7 @@ func TestJSONFields(t *testing.T) {
 		{ExitOK, []string{"fund", "usd", "alice", "1000"}, []string{"resource", "currency_ledger", "user", "amount", "funds", "id"}},
 		{ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
 		{ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
-		{ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "reservations"}},
+		{ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "flights", "reservations"}},
 		{ExitOK, []string{"history", "api", "alice"}, []string{"resource", "user", "since", "until", "admissions", "more"}},
 		{ExitOK, []string{"audit", "api"}, []string{"resource", "since", "until", "ok", "users", "unaudited"}},
 	} {
@@ -546,10 +549,10 @@ func TestJSONFields(t *testing.T) {
 	var u usageJSON
 	e.json(ExitOK, &u, "usage", "api", "alice")
 	var res map[string]any
-	b, _ := json.Marshal(u.Reservations[0])
+	b, _ := json.Marshal(u.Flights[0])
 	_ = json.Unmarshal(b, &res)
 	if len(res) != 6 {
-		t.Errorf("a reservation has fields %v, want id, amount, taken, returns, returns_in_seconds, ref", res)
+		t.Errorf("a flight has fields %v, want id, amount, taken, returns, returns_in_seconds, ref", res)
 	}
 	for _, c := range []struct {
 		args []string

@@ -35,7 +35,7 @@ admission's time, amount, ref and ID (the request's name, as acquire and pay
 print it), and how it ended: expired (its units returned one window later),
 committed (kept for good), cancelled (given back early; a lease giving back
 what it did not use keeps the units it handed out, shown as "kept"), or in
-flight. For a money resource each reservation shows its payment.
+flight. For a money resource each admission shows its payment.
 
 --since and --until take a time (2026-01-02T15:04:05Z, or a date: 2026-01-02,
 midnight UTC) or how long ago (90m, 2d, 1d12h).`,
@@ -151,7 +151,7 @@ type keptJSON struct {
 	Ended  string `json:"ended"`
 }
 
-// paymentJSON is the payment made with a money reservation.
+// paymentJSON is the payment made with a money resource's hold.
 type paymentJSON struct {
 	ID        string `json:"id"`
 	To        string `json:"to"`         // the payee's key

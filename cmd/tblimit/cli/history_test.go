@@ -160,7 +160,7 @@ func shortHold(t *testing.T, engine tb.Client, r ledger.Resource, user string, n
 }
 
 // tblimit history lists admissions with how each ended, the newest first,
-// on the data file; for money with the payment beside each reservation.
+// on the data file; for money with the payment beside each hold.
 func TestHistoryCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

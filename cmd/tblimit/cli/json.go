@@ -152,15 +152,19 @@ type fundJSON struct {
 
 // usageJSON is the answer to usage: a user's units in flight.
 type usageJSON struct {
-	Resource     string            `json:"resource"`
-	User         string            `json:"user"`
-	Limit        uint64            `json:"limit"`
-	InFlight     uint64            `json:"in_flight"`
-	Available    uint64            `json:"available"`
-	Reservations []reservationJSON `json:"reservations"` // the ones that return first first
+	Resource  string       `json:"resource"`
+	User      string       `json:"user"`
+	Limit     uint64       `json:"limit"`
+	InFlight  uint64       `json:"in_flight"`
+	Available uint64       `json:"available"`
+	Flights   []flightJSON `json:"flights"` // the ones that return first first
+	// Reservations is the name Flights had, emitted as well for a release
+	// (the JSON's fields are never renamed at once): the same list.
+	Reservations []flightJSON `json:"reservations"`
 }
 
-type reservationJSON struct {
+// flightJSON is one hold in flight (ledger.Flight).
+type flightJSON struct {
 	ID               string  `json:"id"`
 	Amount           uint64  `json:"amount"`
 	Taken            string  `json:"taken"`

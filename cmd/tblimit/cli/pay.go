@@ -27,8 +27,8 @@ func newCmdPay(f *factory, runF func(context.Context, *payOptions) error) *cobra
 		Use:   "pay RESOURCE FROM TO AMOUNT",
 		Short: "Pay under a money limit (exit 3 when the limit or the funds deny)",
 		Long: `Pay AMOUNT (in the currency's smallest unit) from one user to another under a
-money resource's limit: a reservation on the limit ledger linked to the payment
-on the currency ledger, so that both happen or neither does.
+money resource's limit: a hold on the limit ledger linked to the payment on
+the currency ledger, so that both happen or neither does.
 
 Both users need an account on the currency ledger (tblimit users add), and
 FROM the funds (tblimit fund). Exits 0 when paid and 3 when denied, by the

@@ -17,7 +17,7 @@ type usageOptions struct {
 
 	Resource string
 	User     string
-	Max      int // at most this many reservations; 0: all
+	Max      int // at most this many flights; 0: all
 }
 
 func newCmdUsage(f *factory, runF func(context.Context, *usageOptions) error) *cobra.Command {
@@ -41,12 +41,12 @@ func newCmdUsage(f *factory, runF func(context.Context, *usageOptions) error) *c
 			return usageRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.Max, "max", 100, "list at most this many reservations, those that return first (0: all)")
+	cmd.Flags().IntVar(&opts.Max, "max", 100, "list at most this many holds in flight, those that return first (0: all)")
 	return cmd
 }
 
 func usageRun(ctx context.Context, opts *usageOptions) error {
-	out := usageJSON{User: opts.User, Reservations: []reservationJSON{}}
+	out := usageJSON{User: opts.User, Flights: []flightJSON{}}
 	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
 		u, err := c.Inspect(ctx, r, opts.User)
@@ -60,7 +60,7 @@ func usageRun(ctx context.Context, opts *usageOptions) error {
 		}
 		now := opts.Now()
 		for _, f := range flights {
-			out.Reservations = append(out.Reservations, reservationJSON{
+			out.Flights = append(out.Flights, flightJSON{
 				ID:               f.ID.String(),
 				Amount:           f.Amount,
 				Taken:            f.Taken.UTC().Format(time.RFC3339Nano),
@@ -74,13 +74,14 @@ func usageRun(ctx context.Context, opts *usageOptions) error {
 	if err != nil {
 		return err
 	}
+	out.Reservations = out.Flights
 	p := opts.Printer()
 	return p.emit(out, func() {
-		if p.tty || len(out.Reservations) == 0 {
+		if p.tty || len(out.Flights) == 0 {
 			p.printf("%q on %s: limit %d, %d in flight, %d available\n", opts.User, out.Resource, out.Limit, out.InFlight, out.Available)
 		}
-		rows := make([][]string, len(out.Reservations))
-		for i, r := range out.Reservations {
+		rows := make([][]string, len(out.Flights))
+		for i, r := range out.Flights {
 			rows[i] = []string{r.ID, u64(r.Amount), r.Taken, r.Returns, human(secondsDuration(r.ReturnsInSeconds)), strconv.FormatUint(r.Ref, 10)}
 		}
 		if len(rows) > 0 {

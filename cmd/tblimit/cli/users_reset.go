@@ -29,8 +29,8 @@ func newCmdUsersReset(f *factory, runF func(context.Context, *usersResetOptions)
 		Use:   "reset RESOURCE KEY",
 		Short: "Give back at once every unit a user holds",
 		Long: `Give back at once every unit a user holds on a resource: each of its
-reservations in flight is voided, so that its whole limit is available again.
-It is an operator's act, and the audit trail keeps it: a void per reservation
+holds in flight is voided, so that its whole limit is available again.
+It is an operator's act, and the audit trail keeps it: a void per hold
 (tblimit usage lists them before). Units taken while it runs are not given
 back. Resetting a user with nothing in flight changes nothing.`,
 		Args:              cobra.ExactArgs(2),
@@ -63,6 +63,6 @@ func usersResetRun(ctx context.Context, opts *usersResetOptions) error {
 	p := opts.Printer()
 	return p.emit(out, func() {
 		p.printf("reset %q on %s: %s voided; limit %d, %d in flight, %d available\n",
-			opts.Key, out.Resource, plural(out.Ended, "reservation"), out.Limit, out.InFlight, out.Available)
+			opts.Key, out.Resource, plural(out.Ended, "hold"), out.Limit, out.InFlight, out.Available)
 	})
 }

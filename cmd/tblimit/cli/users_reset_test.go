@@ -83,7 +83,7 @@ func TestUsersReset(t *testing.T) {
 		t.Fatalf("users reset: %s; want fields %v, ended 2, available 2", r.stdout, want)
 	}
 	e.code(ExitOK, "acquire", "api", "alice")
-	if out := e.ok("users", "reset", "api", "alice"); !strings.Contains(out, "1 reservation voided") {
+	if out := e.ok("users", "reset", "api", "alice"); !strings.Contains(out, "1 hold voided") {
 		t.Errorf("users reset (text) = %q", out)
 	}
 	e.code(ExitError, "users", "reset", "api", "nobody")
