@@ -11,8 +11,9 @@
 // expired units at, or shortly after, the expiry instant: it may deny a
 // little late; it never admits too much.
 //
-// Money limits pair a pending reservation on the limit ledger with the
-// payment on a currency ledger, linked so that both happen or neither does.
+// Money limits pair a hold (a pending transfer) on the limit ledger with
+// the payment on a currency ledger, linked so that both happen or neither
+// does.
 // The same linking applies several limits to one request all-or-nothing
 // (AcquireAll).
 //

@@ -12,8 +12,8 @@ func unavailable(err error) error { return conn.Unavailable(err) }
 var (
 	// ErrUnavailable means the cluster did not answer within the call's
 	// deadline, or the client was closed. The call may still be applied
-	// later: a reservation sent before the deadline can count against the
-	// limit afterwards (conservative: it never admits more).
+	// later: a hold sent before the deadline can count against the limit
+	// afterwards (conservative: it never admits more).
 	ErrUnavailable = conn.ErrUnavailable
 	// ErrInvalidResource means a Resource definition is not valid.
 	ErrInvalidResource = errors.New("ledger: invalid resource")

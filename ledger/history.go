@@ -44,8 +44,8 @@ func (e End) String() string {
 
 // Admission is one admission of a user on a resource as the cluster
 // recorded it: the pending transfer (the hold) that took the units, and how
-// it ended. A decision of Acquire, a Reservation, a payment's reservation and
-// a lease are one admission each; decisions merged by coalescing, or admitted
+// it ended. A decision of Acquire, a Reservation, a payment's hold and a
+// lease are one admission each; decisions merged by coalescing, or admitted
 // from one lease, share theirs (their Decision.ID names it).
 type Admission struct {
 	// ID names the request, as Decision.ID did: the caller's Request.ID (or
@@ -72,8 +72,8 @@ type Admission struct {
 	// until the lease would have expired. Kept is that second hold (its
 	// Amount the units kept, its End and Ended when they came back).
 	Kept *Admission
-	// Payment is, for a reservation of a money resource, the payment that
-	// was made with it (see Pay); nil for other holds.
+	// Payment is, for the hold of a money resource, the payment that was
+	// made with it (see Pay); nil for other holds.
 	Payment *Paid
 }
 
@@ -94,7 +94,7 @@ type Paid struct {
 // History lists user key's admissions on r whose units were taken from
 // from until to (cluster time, both included; a zero time is no bound),
 // the newest first, at most max of them (0: all), with how each ended. For
-// a money resource each reservation comes with its payment. It reads what
+// a money resource each admission comes with its payment. It reads what
 // the cluster recorded (get_account_transfers, newest first, page by
 // page), not this Client's view, so it shows every process's admissions.
 //
@@ -256,9 +256,9 @@ func (s *historyScan) fate(t tb.Transfer) (End, time.Time) {
 	return InFlight, time.Unix(0, int64(expires))
 }
 
-// payments finds the payments made with the reservations among out, on
-// user key's account of currency ledger currency: each is linked to its
-// reservation, one event later in the same batch, and carries the
+// payments finds the payments made with the holds among out, on user
+// key's account of currency ledger currency: each is linked to its hold,
+// one event later in the same batch, and carries the
 // request's name (the admission's ID) in user_data_128.
 func (c *Client) payments(ctx context.Context, currency uint32, key string, out []Admission) error {
 	byID := make(map[ID]int, len(out))

@@ -105,7 +105,7 @@ const (
 	codeRefund     = 5  // operator -> user: what posting an in-flight unit took too much
 	codeRefundLock = 6  // user -> operator, pending: holds that refund until its unit would have returned
 	codeAcquire    = 10 // user -> operator, pending: units admitted
-	codeReserve    = 20 // user -> operator, pending, linked: money limit reservation
+	codePayHold    = 20 // user -> operator, pending, linked: a payment's hold on its money limit
 	codePayment    = 21 // user -> destination on the currency ledger
 	codeFund       = 22 // currency operator -> user
 	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see again)

@@ -28,11 +28,11 @@ type Payment struct {
 }
 
 // Pay makes a payment under a money limit with one linked pair of transfers:
-// a pending reservation of Amount on r's limit ledger that expires after
-// r.Window, linked to the payment itself on r's currency ledger. TigerBeetle
-// applies both or neither: over the limit (Reason LimitExceeded) or short of
-// funds (Reason InsufficientFunds), nothing at all is written to either
-// ledger. A payment is never made when the cluster is unavailable, whatever
+// a hold (a pending transfer) of Amount on r's limit ledger that expires
+// after r.Window, linked to the payment itself on r's currency ledger.
+// TigerBeetle applies both or neither: over the limit (Reason
+// LimitExceeded) or short of funds (Reason InsufficientFunds), nothing at
+// all is written to either ledger. A payment is never made when the cluster is unavailable, whatever
 // the Client's OnUnavailable.
 func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, error) {
 	if err := r.Validate(); err != nil {
@@ -80,18 +80,18 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	return d, err
 }
 
-// payment is the op of a payment: a pending reservation of its amount on
-// r's limit ledger for u (p.From), linked to the transfer itself on r's
-// currency ledger, which carries the reservation's ID in user_data_128. A
+// payment is the op of a payment: a hold of its amount on r's limit
+// ledger for u (p.From), linked to the transfer itself on r's currency
+// ledger, which carries the hold's ID in user_data_128. A
 // payment is never made open, whatever the Client's OnUnavailable.
 func (c *Client) payment(r Resource, p Payment, u *user) *op {
-	reserve := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
-	reserve.UserData64, reserve.Code = p.Ref, codeReserve
+	hold := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
+	hold.UserData64, hold.Code = p.Ref, codePayHold
 	if !p.ID.IsZero() {
-		reserve.ID = p.ID.tb()
+		hold.ID = p.ID.tb()
 	}
 	o := &op{exact: c.exact, key: p.ID, payment: true}
-	o.hold(reserve, u)
+	o.hold(hold, u)
 	id := NewID()
 	if !p.ID.IsZero() {
 		id = paymentID(p.ID)
@@ -101,7 +101,7 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
 		Amount:          tb.ToUint128(p.Amount),
-		UserData128:     reserve.ID,
+		UserData128:     hold.ID,
 		UserData64:      p.Ref,
 		Ledger:          r.Currency,
 		Code:            codePayment,
@@ -129,7 +129,7 @@ func paymentID(id ID) ID { return derive(rolePayment, 0, string(id[:])) }
 
 // samePayment checks, for a payment whose ID was admitted by an earlier
 // attempt, that the earlier one was this payment: TigerBeetle found the
-// reservation (the same user and amount), but the payee is the transfer
+// hold (the same user and amount), but the payee is the transfer
 // after it, which a chain that failed at its first event never reached.
 // A payment admitted by a later attempt under the ID (after a denial)
 // may have paid under another transfer ID; its marker named the payee.

@@ -7,10 +7,10 @@ import (
 )
 
 // MoneyPerWindow limits how much each user may pay per window, e.g. 1000 USD
-// a day. A payment is a linked pair: a pending reservation on the limit
-// ledger, expiring after the window, and the payment itself on the currency
-// ledger. Both happen or neither does: over the limit, or short of funds,
-// nothing is written to either ledger.
+// a day. A payment is a linked pair: a hold (a pending transfer) on the
+// limit ledger, expiring after the window, and the payment itself on the
+// currency ledger. Both happen or neither does: over the limit, or short of
+// funds, nothing is written to either ledger.
 //
 // A MoneyPerWindow is safe for concurrent use. Most callers want Pay.
 type MoneyPerWindow struct{ recipe }
