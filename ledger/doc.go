@@ -3,13 +3,17 @@
 // Each limited resource is one TigerBeetle ledger with an operator account and
 // one account per user flagged debits_must_not_exceed_credits. The user's
 // limit is credited to the user's account; every admitted unit is a pending
-// transfer from the user to the operator with a timeout of one window, never
-// posted or voided, so that it returns by expiring. An account can never
-// debit more than it was credited, so a request over the limit fails with
+// transfer (a hold) from the user to the operator with a timeout of one
+// window, which its decision never posts or voids, so that it returns by
+// expiring. Other calls end holds on purpose: a Reservation's Commit and
+// Cancel, Reset, SetLimit lowering a limit while units are in flight, and a
+// lease giving back what it did not use. An account can never debit more
+// than it was credited, so a request over the limit fails with
 // exceeds_credits: a denial, not an error. At most the limit is admitted in
-// any interval of one window (a sliding window log). A real cluster frees
-// expired units at, or shortly after, the expiry instant: it may deny a
-// little late; it never admits too much.
+// any interval of one window (a sliding window log), except for units a
+// Cancel or a Reset gives back early. A real cluster frees expired units
+// at, or shortly after, the expiry instant: it may deny a little late; it
+// never admits too much.
 //
 // Money limits pair a hold (a pending transfer) on the limit ledger with
 // the payment on a currency ledger, linked so that both happen or neither
