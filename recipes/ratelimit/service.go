@@ -82,17 +82,10 @@ type options struct {
 // Envoy's failure_mode_deny decides; ledger.FailOpen answers OK;
 // ledger.FailClosed answers with the overall code OVER_LIMIT (nothing is
 // known of each descriptor). Without it, the Client's OnUnavailable
-// decides. Any other value panics,
-// as a programming error, when the Service is built.
+// decides. Any other value panics, as a programming error, when the
+// Service is built (recipes.WithUnavailable checks it).
 func WithUnavailable(p ledger.OnUnavailable) Option {
-	return func(o *options) {
-		switch p {
-		case ledger.ReturnError, ledger.FailOpen, ledger.FailClosed:
-			o.onUnavailable = &p
-		default:
-			panic(fmt.Sprintf("ratelimit: WithUnavailable(%v): want ledger.ReturnError, ledger.FailOpen or ledger.FailClosed", p))
-		}
-	}
+	return func(o *options) { o.onUnavailable = &p }
 }
 
 // FailOpen is WithUnavailable(ledger.FailOpen): it answers OK while the
