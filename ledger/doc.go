@@ -61,3 +61,12 @@ package ledger
 //     read), and its hot fields share the user's first cache lines with
 //     that bookkeeping (see view); a package boundary would export them
 //     all or split the struct.
+//   - Code that looks repeated and stays so: Stats repeats conn.Stats
+//     field for field, because the public type documents each count for
+//     callers and an alias or an embedded field would show them a type of
+//     an internal package; the String methods of Reason and End (and Kind,
+//     OnUnavailable) are a switch each, which names every constant beside
+//     its text where a table by position would go wrong silently when a
+//     constant is added; classify and classifyEnd are two switches over
+//     the same statuses because a status means one thing for a hold and
+//     another for its post or void.
