@@ -184,8 +184,10 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	} else {
 		var buf [1]Decision // a local denial needs no allocation
 		var ds []Decision
-		ds, _, err = c.acquire(ctx, parts, true, buf[:0])
+		var o *op
+		ds, o, err = c.acquire(ctx, parts, true, buf[:0])
 		d = first(ds)
+		c.freeOp(o) // d is a copy: nothing the caller has points into o
 	}
 	c.observe(start, parts, []Decision{d}, err)
 	return d, err
@@ -285,7 +287,8 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, dst []De
 			return ds, nil, nil
 		}
 	}
-	o := &op{exact: c.exact, key: key}
+	o := c.newOp()
+	o.exact, o.key = c.exact, key
 	for i := range parts {
 		h := &parts[i]
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})

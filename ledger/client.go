@@ -33,6 +33,7 @@ import (
 type Client struct {
 	conn        *conn.Conn
 	pipe        *conn.Batcher[*op]
+	ops         sync.Pool // ops free for reuse (see newOp)
 	now         func() time.Time
 	unavailable OnUnavailable
 	closeTB     bool

@@ -130,6 +130,7 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 					continue
 				}
 			}
+			o.answered = true
 			return o.ds, c.exactRetryAfter(ctx, o)
 		case spent(o.decision()) && attempts < maxAttempts:
 			if err := c.again(ctx, o); err != nil {

@@ -51,6 +51,33 @@ type op struct {
 	earlier bool                      // admitted by an earlier attempt under key (TigerBeetle answered exists)
 	local   bool                      // decided without being sent
 	err     error                     // the batch's request failed
+
+	// answered says that the pipeline is done with o: its last attempt
+	// was answered, so no runner holds it any more (see freeOp).
+	answered bool
+}
+
+// newOp returns an empty op, reused if one is free. An op is large (room
+// for a transfer, its event and its decision) and every decision that is
+// sent needs one: reusing them spares an allocation per decision and the
+// garbage collector's work on it.
+func (c *Client) newOp() *op {
+	if o, _ := c.ops.Get().(*op); o != nil {
+		return o
+	}
+	return new(op)
+}
+
+// freeOp makes o free for reuse if the pipeline is done with it (an op
+// whose caller stopped waiting may still be in a batch, and is left to the
+// garbage collector). The caller must hold nothing that points into o: its
+// chain, its results, its decisions. o may be nil.
+func (c *Client) freeOp(o *op) {
+	if o == nil || !o.answered {
+		return
+	}
+	*o = op{}
+	c.ops.Put(o)
 }
 
 // opEvent is a transfer of an op's chain that holds or ends units of a
