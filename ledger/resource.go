@@ -12,9 +12,9 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Kind says what a resource counts. Its constants carry the type's name
-// (KindRequests), as log/slog's Kind constants do, so that they do not
-// read as the amounts package recipes names Bytes and Amount.
+// Kind says what a resource counts. Its constants carry the type's name,
+// as log/slog's Kind constants do, so that ledger.KindBytes (what a
+// resource counts) does not read as recipes.Bytes (an amount of bytes).
 type Kind uint8
 
 const (
