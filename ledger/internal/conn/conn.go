@@ -170,6 +170,14 @@ func call[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
 		c.waiting.Add(-1)
 		return zero, fmt.Errorf("%w: %d calls already waiting for the cluster", ErrUnavailable, c.maxWaiting)
 	}
+	if ctx.Done() == nil && c.Wait(ctx) == 0 {
+		// Nothing can end the wait but the answer (a Patient call, as the
+		// pipeline's requests are): no goroutine to hand the call to, one
+		// switch fewer between the answer and the next request.
+		defer c.waiting.Add(-1)
+		v, err := retryEvicted(c, f)
+		return v, tbError(err)
+	}
 	ctx, cancel := c.WithDeadline(ctx)
 	defer cancel()
 	type result struct {
