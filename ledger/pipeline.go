@@ -14,11 +14,13 @@ import (
 // AcquireAll, Pay, Reserve and its Commit and Cancel, a lease's renewal and
 // give-back) is an op: a chain of transfers to create and the users whose
 // holds it takes or ends. Ops wait in a conn.Batcher and go to the cluster
-// in batches, one batch at a time, as one create request: one round trip
-// for every op of the batch, as a TigerBeetle client would send them. The
-// batch's runner (flush) then classifies each answer, teaches the users'
-// views what happened, and describes every decision from them, so that no
-// decision needs a read of its own.
+// in batches, one request in flight at a time, as one create request: one
+// round trip for every op of the batch, as a TigerBeetle client would send
+// them. The batch's runner (runner) then completes it while the next batch
+// is in flight: it classifies each answer, teaches the users' views what
+// happened, and describes every decision from them, so that no decision
+// needs a read of its own. Reads wait for quiet: no batch in flight and
+// every earlier one completed.
 //
 // Strategies differ only in how a batch is built: plainly (each op's chain
 // as it is) or, with WithCoalescing, merging the single holds of one user
@@ -143,52 +145,108 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 	return o.err
 }
 
-// patient is the context of the runner's requests (see flush).
+// patient is the context of the runner's requests (see Send).
 var patient = conn.Patient(context.Background())
 
-// flush runs one batch of ops: it builds the transfers (plain or
-// coalesced), sends them as one create, and settles every op from the
-// answer. Only the Batcher's runner calls it, one batch at a time.
-func (c *Client) flush(batch []*op) {
-	c.readBack()
-	c.scanBack()
-	b := c.build(batch)
-	var now int64 // after the answer, when there is one
-	if len(b.send) == 0 {
-		now = c.localNow()
-	} else {
-		// The runner waits for the answer however long it takes (callers
-		// do not: each waits until its own deadline). Giving up would not
-		// make the cluster answer sooner, since the client keeps one
-		// request in flight, but would queue the next batch behind the lost
-		// one, out of its callers' reach; waiting keeps the next calls here,
-		// where a caller whose deadline passes takes its call back unsent.
-		res, err := c.conn.CreateTransfers(patient, b.send)
-		now = c.localNow()
-		if err != nil {
-			for _, o := range batch {
-				if !o.local {
-					o.err = err
-				}
+// runner runs the pipeline's batches for the Batcher (see conn.Runner): a
+// batch's transfers are built (plain or coalesced) and sent as one create,
+// and the batch is completed from the answer, every op settled, while the
+// next batch is in flight. Only the Batcher's runner calls its methods, one
+// at a time: the state they keep is the runner's own.
+type runner Client
+
+// sentBatch is a batch of ops whose request was sent.
+type sentBatch struct {
+	c     *Client
+	ops   []*op
+	b     *batch
+	exact bool          // some op reads its accounts before answering
+	done  chan struct{} // closed when the answer came; nil when nothing was sent
+	res   []tb.CreateTransferResult
+	err   error
+	now   int64 // this Client's clock when the answer came
+}
+
+// Send builds the batch's transfers and sends them. Reads that keep views
+// true go first, when no earlier batch is left to complete (see Quiet).
+func (r *runner) Send(ops []*op) conn.Flight {
+	c := (*Client)(r)
+	if c.flying == 0 {
+		c.readBack()
+		c.scanBack()
+	}
+	c.flying++
+	f := &sentBatch{c: c, ops: ops, b: c.build(ops)}
+	for _, o := range ops {
+		f.exact = f.exact || o.exact
+	}
+	if len(f.b.send) == 0 {
+		f.now = c.localNow()
+		return f
+	}
+	if c.conn.InProcess() { // it answers at once
+		f.res, f.err = c.conn.CreateTransfers(patient, f.b.send)
+		f.now = c.localNow()
+		return f
+	}
+	// The request waits for the answer however long it takes (callers do
+	// not: each waits until its own deadline). Giving up would not make
+	// the cluster answer sooner, since the client keeps one request in
+	// flight, but would queue the next batch behind the lost one, out of
+	// its callers' reach; waiting keeps the next calls in the Batcher,
+	// where a caller whose deadline passes takes its call back unsent.
+	f.done = make(chan struct{})
+	go func() {
+		f.res, f.err = c.conn.CreateTransfers(patient, f.b.send)
+		f.now = c.localNow()
+		close(f.done)
+	}()
+	return f
+}
+
+// Quiet asks the Batcher to complete a batch before sending the next when
+// the next must see its effects: a read is due (it must follow the writes
+// of every batch before it, and find their holds in the views), the last
+// batch reads its accounts before answering, or coalescing merges the next
+// batch's holds by what the views know.
+func (r *runner) Quiet() bool {
+	c := (*Client)(r)
+	return c.coalesce || c.lastExact || c.readsDue()
+}
+
+// Wait returns when f's answer came.
+func (f *sentBatch) Wait() {
+	if f.done != nil {
+		<-f.done
+	}
+	f.c.lastExact = f.exact
+}
+
+// Complete settles every op of f from the answer.
+func (f *sentBatch) Complete() {
+	c, b := f.c, f.b
+	c.flying--
+	if f.err != nil {
+		for _, o := range f.ops {
+			if !o.local {
+				o.err = f.err
 			}
-			return
 		}
-		c.clock(res, now)
-		b.spread(res)
+		return
+	}
+	if len(b.send) > 0 {
+		c.clock(f.res, f.now)
+		b.spread(f.res)
 	}
 	for _, s := range b.slots {
 		if s.g != nil {
-			c.settleMerged(s.g, now)
+			c.settleMerged(s.g, f.now)
 		} else {
-			c.settle(s.o, now)
+			c.settle(s.o, f.now)
 		}
 	}
-	exact := false
-	for _, o := range batch {
-		exact = exact || o.exact
-	}
-	if exact {
-		c.readExact(batch)
+	if f.exact {
+		c.readExact(f.ops)
 	}
 }
 
@@ -356,7 +414,8 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 // build makes the batch's transfers: each op's chain as it is, or, with
 // coalescing, one transfer per user for the ops that may be merged.
 func (c *Client) build(ops []*op) *batch {
-	b := &c.buf // the runner's own, reused from batch to batch
+	b := &c.bufs[c.turn] // the runner's own, reused: one in flight, one completing
+	c.turn ^= 1
 	clear(b.slots)
 	b.send, b.slots = b.send[:0], b.slots[:0]
 	var merging map[*user][]*op

@@ -52,15 +52,24 @@ type readQueue struct {
 // due reports whether a request may go out now, last having gone out at
 // *last, and notes that it does.
 func (c *Client) due(last *time.Time) bool {
-	if c.conn.InProcess() {
-		return true // a read costs a turn only on a cluster
-	}
-	now := time.Now()
-	if now.Sub(*last) < readGap {
+	if !c.gapPassed(*last) {
 		return false
 	}
-	*last = now
+	*last = time.Now()
 	return true
+}
+
+// gapPassed reports whether a read may go out now, the last one having
+// gone out at last.
+func (c *Client) gapPassed(last time.Time) bool {
+	return c.conn.InProcess() || time.Since(last) >= readGap // a read costs a turn only on a cluster
+}
+
+// readsDue reports whether readBack or scanBack would send a read now.
+func (c *Client) readsDue() bool {
+	q := &c.reads
+	return q.users.len() > 0 && int(q.budget) > 0 && c.gapPassed(q.lastRead) ||
+		q.scans.len() > 0 && q.scanBudget >= 1 && c.gapPassed(q.lastScan)
 }
 
 // fifo is a queue of users whose pops do not move the users left in it:

@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// Batcher runs work submitted concurrently in batches, one batch at a time:
-// what arrives while a batch runs waits and goes together in the next one
-// (group commit). That matches a TigerBeetle client, which keeps one request
-// in flight and packs what waits into the next, and lets the caller of a
-// Batcher know exactly which of its own writes a later read follows.
+// Batcher runs work submitted concurrently in batches, one request at a
+// time: what arrives while a batch is in flight waits and goes together in
+// the next one (group commit). That matches a TigerBeetle client, which
+// keeps one request in flight and packs what waits into the next, and lets
+// the caller of a Batcher know exactly which of its own writes a later read
+// follows.
 //
 // Who runs a batch depends on the client. In process, calls never block, so
 // the caller that finds the Batcher idle runs the batch itself and hands the
@@ -20,19 +21,57 @@ import (
 // With a cluster, a request may take far longer than a caller's deadline,
 // so batches run on a goroutine of their own, started when work arrives and
 // ended when none is left, and each caller waits only until its deadline.
+// There, as a TigerBeetle client does, the next batch is sent as soon as the
+// last one's answer came, and the last one is completed (its answer read,
+// its callers answered) while the next is in flight, unless the Runner asks
+// for quiet.
 type Batcher[T any] struct {
-	run    func(batch []T) // runs a batch; every item is answered when it returns
+	runner Runner[T]
 	inline bool
 	gather time.Duration
 
 	mu     sync.Mutex
 	queue  []*entry[T]
 	busy   bool      // a batch is being run or handed over
-	buf    []T       // the runner's batch, reused
+	bufs   [2][]T    // the runner's batches, reused: one in flight, one completing
+	turn   int       // the buffer of the next batch
 	max    int       // the most callers that may wait in the queue (0: no bound)
 	free   sync.Pool // entries free for reuse
 	timers sync.Pool // stopped timers free for reuse (see timer)
 }
+
+// Runner runs the batches of a Batcher.
+type Runner[T any] interface {
+	// Send starts batch: it sends the batch's request, if it needs one,
+	// and returns its Flight without waiting for the answer. The items of
+	// batch are the Runner's until the Flight has completed.
+	Send(batch []T) Flight
+	// Quiet reports whether the next batch must wait until every earlier
+	// one has completed before it is sent: for a read that must follow
+	// their writes, and that a request in flight would overtake.
+	Quiet() bool
+}
+
+// Flight is a batch whose request was sent.
+type Flight interface {
+	Wait()     // returns when the answer came
+	Complete() // reads the answer: every item is answered when it returns
+}
+
+// Func runs each batch to completion within Send: a Runner whose batches
+// never overlap.
+type Func[T any] func(batch []T)
+
+// Send runs batch.
+func (f Func[T]) Send(batch []T) Flight { f(batch); return landed{} }
+
+// Quiet is always true: Send has completed every batch.
+func (Func[T]) Quiet() bool { return true }
+
+type landed struct{}
+
+func (landed) Wait()     {}
+func (landed) Complete() {}
 
 type entry[T any] struct {
 	item  T
@@ -40,12 +79,12 @@ type entry[T any] struct {
 	taken bool      // in a batch: sent, or being sent (under mu)
 }
 
-// NewBatcher returns a Batcher that runs batches with run. inline says that
-// calls never block (an in-process engine); gather holds each batch back
-// that long to let more work arrive; maxWaiting bounds the callers waiting
-// at once (0: no bound).
-func NewBatcher[T any](run func([]T), inline bool, gather time.Duration, maxWaiting int) *Batcher[T] {
-	return &Batcher[T]{run: run, inline: inline, gather: gather, max: maxWaiting}
+// NewBatcher returns a Batcher whose batches r runs. inline says that calls
+// never block (an in-process engine); gather holds each batch back that
+// long to let more work arrive; maxWaiting bounds the callers waiting at
+// once (0: no bound).
+func NewBatcher[T any](r Runner[T], inline bool, gather time.Duration, maxWaiting int) *Batcher[T] {
+	return &Batcher[T]{runner: r, inline: inline, gather: gather, max: maxWaiting}
 }
 
 // Do runs item in a batch and returns when that batch has run, or when ctx
@@ -167,36 +206,66 @@ func (b *Batcher[T]) doInline(e *entry[T]) error {
 	return nil
 }
 
-// loop runs batches until none is left.
+// loop runs batches until none is left. The next batch goes as soon as
+// the last one's answer came, and the last one completes while it is in
+// flight: the cluster is not kept waiting while this process reads an
+// answer and wakes its callers. A closed loop of callers then splits into
+// two halves that take turns, each riding every other request, as with a
+// TigerBeetle client, which sends the next request before it answers the
+// callers of the last. When the Runner asks for quiet, the last batch
+// completes first, and the next waits a moment for its callers (regather).
 func (b *Batcher[T]) loop() {
-	back := 0 // callers the last batch answered
+	back := 0            // callers to wait for before the next batch (see regather)
+	var last []*entry[T] // answered, not completed
+	var lastF Flight
 	for {
+		if lastF != nil && b.runner.Quiet() {
+			back = b.complete(lastF, last)
+			last, lastF = nil, nil
+		}
 		if b.gather > 0 {
 			time.Sleep(b.gather)
 		}
 		b.regather(back)
+		back = 0
 		b.mu.Lock()
 		batch := b.take()
-		if len(batch) == 0 {
+		if len(batch) == 0 && lastF == nil {
 			b.busy = false
 			b.mu.Unlock()
 			return
 		}
 		b.mu.Unlock()
-		b.runBatch(batch)
-		b.mu.Lock()
-		waiting := len(b.queue)
-		b.mu.Unlock()
-		if waiting >= 32 && 2*waiting >= len(batch) {
-			// Many calls wait already: send them at once, as a TigerBeetle
-			// client does, and answer this batch's callers meanwhile.
-			go answer(batch)
-			back = 0
+		if len(batch) == 0 {
+			back = b.complete(lastF, last)
+			last, lastF = nil, nil
 			continue
 		}
-		answer(batch)
-		back = waiting + len(batch) // wait a moment for them to come back
+		f := b.runner.Send(b.items(batch))
+		if lastF != nil {
+			lastF.Complete()
+			answer(last)
+		}
+		f.Wait()
+		last, lastF = batch, f
 	}
+}
+
+// complete completes f, the flight of batch, and answers its callers. It
+// returns how many callers the next batch should wait for: none when many
+// wait already, which are then sent at once while this batch's callers are
+// answered.
+func (b *Batcher[T]) complete(f Flight, batch []*entry[T]) (back int) {
+	f.Complete()
+	b.mu.Lock()
+	waiting := len(b.queue)
+	b.mu.Unlock()
+	if waiting >= 32 && 2*waiting >= len(batch) {
+		go answer(batch)
+		return 0
+	}
+	answer(batch)
+	return waiting + len(batch) // wait a moment for them to come back
 }
 
 // answer tells the callers of a batch that it ran.
@@ -209,10 +278,11 @@ func answer[T any](batch []*entry[T]) {
 // regather waits, for at most regatherMax, until the queue holds back
 // items: those that waited when the last batch was answered and as many
 // more as it had callers, so that they can ride the next request instead
-// of the one after it. Without it, the callers of a
-// closed loop split into two halves that take turns, each waiting a whole
-// request for the other; a TigerBeetle client, which sends the next request
-// before it answers the callers of the last, does just that.
+// of the one after it. It serves a batch that completed before the next
+// was sent (a quiet Runner): without it, the callers of a closed loop
+// split into two halves that take turns, each waiting for a whole request
+// and the other's completion, where overlapping batches wait only for the
+// request.
 func (b *Batcher[T]) regather(back int) {
 	if back < 2 {
 		return
@@ -247,14 +317,24 @@ func (b *Batcher[T]) take() []*entry[T] {
 	return batch
 }
 
-// runBatch hands the items of batch to run. Only the runner calls it, so
-// b.buf is its own.
-func (b *Batcher[T]) runBatch(batch []*entry[T]) {
-	items := b.buf[:0]
+// items returns the items of batch, in the buffer of its turn: one batch
+// may be in flight while the one before it completes. Only the runner
+// calls it.
+func (b *Batcher[T]) items(batch []*entry[T]) []T {
+	buf := &b.bufs[b.turn]
+	b.turn ^= 1
+	clear(*buf)
+	items := (*buf)[:0]
 	for _, e := range batch {
 		items = append(items, e.item)
 	}
-	b.run(items)
-	clear(items)
-	b.buf = items
+	*buf = items
+	return items
+}
+
+// runBatch runs batch to completion. Only the runner calls it.
+func (b *Batcher[T]) runBatch(batch []*entry[T]) {
+	f := b.runner.Send(b.items(batch))
+	f.Wait()
+	f.Complete()
 }

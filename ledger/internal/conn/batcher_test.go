@@ -3,6 +3,9 @@ package conn
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +17,7 @@ func TestBatcherRunsEveryItemOnce(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		var running, batches atomic.Int32
 		seen := make([]atomic.Int32, 2000)
-		b := NewBatcher(func(items []int) {
+		b := NewBatcher(Func[int](func(items []int) {
 			if running.Add(1) != 1 {
 				t.Error("two batches at once")
 			}
@@ -24,7 +27,7 @@ func TestBatcherRunsEveryItemOnce(t *testing.T) {
 			}
 			time.Sleep(50 * time.Microsecond)
 			running.Add(-1)
-		}, inline, 0, 0)
+		}), inline, 0, 0)
 		var wg sync.WaitGroup
 		for g := 0; g < 20; g++ {
 			wg.Add(1)
@@ -72,12 +75,12 @@ func TestBatcherCallerDeadlines(t *testing.T) {
 		t.Run(bc.name, func(t *testing.T) {
 			release := make(chan struct{})
 			var ran sync.Map
-			b := NewBatcher(func(items []string) {
+			b := NewBatcher(Func[string](func(items []string) {
 				for _, it := range items {
 					ran.Store(it, true)
 				}
 				<-release // a request that never answers until released
-			}, false, 0, 0)
+			}), false, 0, 0)
 			start := time.Now()
 			ctx, wait, cancel := bc.bound()
 			defer cancel()
@@ -109,7 +112,7 @@ func TestBatcherCallerDeadlines(t *testing.T) {
 func TestBatcherBoundsWaitingCallers(t *testing.T) {
 	release, running := make(chan struct{}), make(chan struct{}, 1)
 	defer close(release)
-	b := NewBatcher(func([]int) { running <- struct{}{}; <-release }, false, 0, 2)
+	b := NewBatcher(Func[int](func([]int) { running <- struct{}{}; <-release }), false, 0, 2)
 	go b.Do(context.Background(), 0, 0) // hangs in its batch
 	<-running
 	for i := 1; i <= 2; i++ { // wait behind it: the queue is full
@@ -138,4 +141,110 @@ func TestBatcherBoundsWaitingCallers(t *testing.T) {
 		for range running { // let the queued batch run once released
 		}
 	}()
+}
+
+// stepRunner sends each batch as a request that the test answers by hand,
+// and logs what the Batcher asks of it.
+type stepRunner struct {
+	t       *testing.T
+	quiet   bool
+	sent    chan []string // each batch sent
+	release chan struct{} // answers the request in flight
+
+	mu     sync.Mutex
+	log    []string
+	flying int // requests sent and not answered
+}
+
+func (r *stepRunner) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, s)
+}
+
+func (r *stepRunner) Send(batch []string) Flight {
+	r.mu.Lock()
+	if r.flying != 0 {
+		r.t.Errorf("%v sent while another request was in flight", batch)
+	}
+	r.flying++
+	r.mu.Unlock()
+	items := slices.Clone(batch)
+	r.note("send " + strings.Join(items, ","))
+	f := &stepFlight{r: r, items: items, done: make(chan struct{})}
+	go func() {
+		<-r.release
+		r.mu.Lock()
+		r.flying--
+		r.mu.Unlock()
+		close(f.done)
+	}()
+	r.sent <- items
+	return f
+}
+
+func (r *stepRunner) Quiet() bool { return r.quiet }
+
+type stepFlight struct {
+	r     *stepRunner
+	items []string
+	done  chan struct{}
+}
+
+func (f *stepFlight) Wait()     { <-f.done }
+func (f *stepFlight) Complete() { f.r.note("complete " + strings.Join(f.items, ",")) }
+
+// With a cluster, the next batch is sent as soon as the last one's answer
+// came, and the last one completes (its callers answered) while the next
+// is in flight; a Runner that asks for quiet has each batch completed
+// before the next is sent. Never are two requests in flight.
+func TestBatcherSendsTheNextBatchBeforeCompletingTheLast(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
+			r := &stepRunner{t: t, quiet: quiet, sent: make(chan []string, 4), release: make(chan struct{})}
+			b := NewBatcher[string](r, false, 0, 0)
+			do := func(item string) chan error {
+				done := make(chan error, 1)
+				go func() {
+					_, err := b.Do(context.Background(), 0, item)
+					done <- err
+				}()
+				return done
+			}
+			a := do("a")
+			<-r.sent // a's request is in flight
+			c := do("b")
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				b.mu.Lock()
+				n := len(b.queue)
+				b.mu.Unlock()
+				if n == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d callers queued behind a's request, want 1", n)
+				}
+			}
+			r.release <- struct{}{} // a's answer
+			if got := <-r.sent; !slices.Equal(got, []string{"b"}) {
+				t.Fatalf("second batch %v, want [b]", got)
+			}
+			if err := <-a; err != nil { // answered while b's request is in flight
+				t.Fatal(err)
+			}
+			r.release <- struct{}{} // b's answer
+			if err := <-c; err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"send a", "send b", "complete a", "complete b"}
+			if quiet {
+				want = []string{"send a", "complete a", "send b", "complete b"}
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if !slices.Equal(r.log, want) {
+				t.Fatalf("the runner was asked %q, want %q", r.log, want)
+			}
+		})
+	}
 }
