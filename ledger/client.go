@@ -47,10 +47,10 @@ type Client struct {
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
 
 	// The pipeline's runner's own state (one runner at a time).
-	bufs      [2]batch // one in flight, one completing (see build)
-	turn      int      // the next batch's buffer
-	flying    int      // batches sent and not completed
-	lastExact bool     // the last batch answered reads its accounts (see Quiet)
+	sent      [2]sentBatch // one in flight, one completing (see Send)
+	turn      int          // the next batch's
+	flying    int          // batches sent and not completed
+	lastExact bool         // the last batch answered reads its accounts (see Quiet)
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch
 	lastLocal int64  // this Client's clock when its answer came

@@ -159,7 +159,7 @@ type runner Client
 type sentBatch struct {
 	c     *Client
 	ops   []*op
-	b     *batch
+	b     batch         // its transfers, in buffers reused from batch to batch
 	exact bool          // some op reads its accounts before answering
 	done  chan struct{} // closed when the answer came; nil when nothing was sent
 	res   []tb.CreateTransferResult
@@ -176,7 +176,10 @@ func (r *runner) Send(ops []*op) conn.Flight {
 		c.scanBack()
 	}
 	c.flying++
-	f := &sentBatch{c: c, ops: ops, b: c.build(ops)}
+	f := &c.sent[c.turn] // reused: one in flight, one completing
+	c.turn ^= 1
+	*f = sentBatch{c: c, ops: ops, b: f.b}
+	c.build(ops, &f.b)
 	for _, o := range ops {
 		f.exact = f.exact || o.exact
 	}
@@ -224,7 +227,7 @@ func (f *sentBatch) Wait() {
 
 // Complete settles every op of f from the answer.
 func (f *sentBatch) Complete() {
-	c, b := f.c, f.b
+	c, b := f.c, &f.b
 	c.flying--
 	if f.err != nil {
 		for _, o := range f.ops {
@@ -412,10 +415,9 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 }
 
 // build makes the batch's transfers: each op's chain as it is, or, with
-// coalescing, one transfer per user for the ops that may be merged.
-func (c *Client) build(ops []*op) *batch {
-	b := &c.bufs[c.turn] // the runner's own, reused: one in flight, one completing
-	c.turn ^= 1
+// coalescing, one transfer per user for the ops that may be merged, in b's
+// buffers.
+func (c *Client) build(ops []*op, b *batch) {
 	clear(b.slots)
 	b.send, b.slots = b.send[:0], b.slots[:0]
 	var merging map[*user][]*op
@@ -434,5 +436,4 @@ func (c *Client) build(ops []*op) *batch {
 		}
 		b.add(o)
 	}
-	return b
 }
