@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/ledger/simnet"
 	"github.com/tblimit/tblimit/testenv"
 )
 
@@ -251,4 +253,42 @@ func TestFundLimitsAndIDs(t *testing.T) {
 			t.Fatalf("alice holds %d, %v; want %d, unchanged by the refused fund", f, err, uint64(ledger.MaxSupply))
 		}
 	})
+}
+
+// A payment whose request was applied twice (sent again, as after an
+// eviction, and answered by the second application: its hold exists) is
+// answered paid, once. An unnamed one is this call's own, its transfers'
+// IDs new, and is answered without a read; a named one is checked against
+// the payment its ID names (one read).
+func TestPaymentAppliedTwiceIsPaidOnce(t *testing.T) {
+	engine := embedded.New()
+	t.Cleanup(engine.Close)
+	b := &testenv.Backend{Client: engine}
+	c0, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
+	if err := c0.Provision(ctx, r, ledger.UserLimit{Key: "cust", Limit: 1000}, ledger.UserLimit{Key: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.Fund(ctx, r.Currency, ledger.Request{User: "cust", Amount: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	sim := simnet.New(engine, quick, simnet.WithFaults(simnet.Faults{Duplicate: 1}))
+	t.Cleanup(sim.Close)
+	c := ledger.New(sim)
+	for i, id := range []ledger.ID{{}, ledger.KeyID(t.Name())} {
+		before := c.Stats().LookupTransfers.Requests
+		d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shop", Amount: 100, ID: id})
+		if err != nil || !d.Allowed {
+			t.Fatalf("Pay(ID %v) applied twice = %+v, %v; want paid", id, d, err)
+		}
+		if !id.IsZero() && d.ID != id {
+			t.Errorf("Pay(ID %v) answered as %v", id, d.ID)
+		}
+		reads := c.Stats().LookupTransfers.Requests - before
+		if want := uint64(min(i, 1)); reads != want {
+			t.Errorf("Pay(ID %v) applied twice read transfers %d times, want %d", id, reads, want)
+		}
+		if f, err := c0.Funds(ctx, r.Currency, "shop"); err != nil || f != 100*uint64(i+1) {
+			t.Errorf("after %d payments the shop holds %d, %v; want %d", i+1, f, err, 100*(i+1))
+		}
+	}
 }

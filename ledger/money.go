@@ -70,7 +70,10 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	if err == nil && !d.Allowed && o.paymentDenied() {
 		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
 	}
-	if err == nil && d.Allowed && o.earlier {
+	if err == nil && d.Allowed && o.earlier && !p.ID.IsZero() {
+		// An unnamed payment found applied is this call's own, resent
+		// (after an eviction, say): its transfers' IDs are new. A named one
+		// may be another payment under the same ID.
 		err = c.samePayment(ctx, r, p)
 		if err != nil {
 			d = Decision{}
@@ -135,8 +138,11 @@ func paymentID(id ID) ID { return derive(rolePayment, 0, string(id[:])) }
 // may have paid under another transfer ID; its marker named the payee.
 func (c *Client) samePayment(ctx context.Context, r Resource, p Payment) error {
 	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{paymentID(p.ID).tb()})
-	if err != nil || len(ts) == 0 {
-		return err
+	if err != nil {
+		return &attemptError{id: p.ID, err: err} // the payment was made, and is retried by its ID
+	}
+	if len(ts) == 0 {
+		return nil
 	}
 	t := ts[0]
 	paid, _ := u64(t.Amount)
