@@ -55,7 +55,9 @@ type op struct {
 	err     error                     // the batch's request failed
 
 	// answered says that the pipeline is done with o: its last attempt
-	// was answered, so no runner holds it any more (see freeOp).
+	// was answered and completed, so the runner no longer uses it (its
+	// buffers may still point at o until their next turn, which only
+	// overwrites them; see freeOp).
 	answered bool
 }
 
@@ -161,7 +163,7 @@ type sentBatch struct {
 	ops   []*op
 	b     batch         // its transfers, in buffers reused from batch to batch
 	exact bool          // some op reads its accounts before answering
-	done  chan struct{} // closed when the answer came; nil when nothing was sent
+	done  chan struct{} // closed when the answer came; nil when it came within Send
 	res   []tb.CreateTransferResult
 	err   error
 	now   int64 // this Client's clock when the answer came

@@ -32,7 +32,7 @@ type Batcher[T any] struct {
 
 	mu     sync.Mutex
 	queue  []*entry[T]
-	busy   bool      // a batch is being run or handed over
+	busy   bool      // a batch is being run, completed or handed over
 	bufs   [2][]T    // the runner's batches, reused: one in flight, one completing
 	turn   int       // the buffer of the next batch
 	max    int       // the most callers that may wait in the queue (0: no bound)
@@ -43,8 +43,10 @@ type Batcher[T any] struct {
 // Runner runs the batches of a Batcher.
 type Runner[T any] interface {
 	// Send starts batch: it sends the batch's request, if it needs one,
-	// and returns its Flight without waiting for the answer. The items of
-	// batch are the Runner's until the Flight has completed.
+	// and returns its Flight, without waiting for the answer where the
+	// client can be waited for (an in-process engine answers within
+	// Send). The items of batch are the Runner's until the Flight has
+	// completed.
 	Send(batch []T) Flight
 	// Quiet reports whether the next batch must wait until every earlier
 	// one has completed before it is sent: for a read that must follow
@@ -116,8 +118,7 @@ func (b *Batcher[T]) Do(ctx context.Context, wait time.Duration, item T) (sent b
 	var expired <-chan time.Time
 	if wait > 0 {
 		t := b.timer(wait)
-		defer b.timers.Put(t)
-		defer t.Stop()
+		defer b.putTimer(t)
 		expired = t.C
 	}
 	var cause error
@@ -147,15 +148,33 @@ func (b *Batcher[T]) Do(ctx context.Context, wait time.Duration, item T) (sent b
 
 // timer returns a timer that fires once after d, reused if one is free.
 // A context with a timeout of its own costs a caller several allocations
-// and a registration with its parent; a reused timer costs neither. Since
-// Go 1.23 a stopped timer's channel never delivers a stale value, so a
-// timer put back after Stop is as good as new.
+// and a registration with its parent; a reused timer costs neither.
 func (b *Batcher[T]) timer(d time.Duration) *time.Timer {
 	if t, _ := b.timers.Get().(*time.Timer); t != nil {
 		t.Reset(d)
 		return t
 	}
 	return time.NewTimer(d)
+}
+
+// putTimer stops t and makes it free for reuse. A timer that fired
+// unread is drained first: with Go 1.23's timers its channel holds
+// nothing, but a program whose go.mod asks for older semantics (or that
+// sets GODEBUG asynctimerchan=1) keeps the tick buffered, and the next
+// caller to reuse t would take it for its own deadline.
+func (b *Batcher[T]) putTimer(t *time.Timer) {
+	stopTimer(t)
+	b.timers.Put(t)
+}
+
+// stopTimer stops t and drains a tick it left unread (see putTimer).
+func stopTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
 }
 
 // entry returns an entry for item, reused if one is free.
