@@ -52,7 +52,11 @@ package ledger
 //     (accounts).
 //   - A decision's way: decide.go (the retry loop), markers.go (request
 //     IDs), lazy.go (users provisioned on first use), denial.go (denials
-//     without I/O), unavailable.go (no answer), pipeline.go (sending).
+//     without I/O), unavailable.go (no answer), pipeline.go (sending:
+//     the runner sends the next batch as soon as the last one's answer
+//     comes and completes the last while the next is in flight; reads
+//     that keep views true, exact decisions and coalescing ask for quiet,
+//     every batch completed first: see runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - The view stays in this package, not in a package of its own: the
