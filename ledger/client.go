@@ -49,7 +49,6 @@ type Client struct {
 	// The pipeline's runner's own state (one runner at a time).
 	sent      [2]sentBatch // one in flight, one completing (see Send)
 	turn      int          // the next batch's
-	flying    int          // batches sent and not completed
 	lastExact bool         // the last batch answered reads its accounts (see Quiet)
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch

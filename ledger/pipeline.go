@@ -152,32 +152,41 @@ var patient = conn.Patient(context.Background())
 
 // runner runs the pipeline's batches for the Batcher (see conn.Runner): a
 // batch's transfers are built (plain or coalesced) and sent as one create,
-// and the batch is completed from the answer, every op settled, while the
-// next batch is in flight. Only the Batcher's runner calls its methods, one
-// at a time: the state they keep is the runner's own.
+// and, while the next batch is in flight, the batch is completed from the
+// answer, every op settled. The Batcher calls Send and Quiet from one
+// goroutine at a time, and a batch's Complete either from that goroutine
+// or from one of its own while the next batch's Send waits for its answer:
+// Send touches nothing Complete does (the views, the read queues, the last
+// timestamp) unless every earlier batch has completed.
 type runner Client
 
-// sentBatch is a batch of ops whose request was sent.
+// sentBatch is a batch of ops whose answer came.
 type sentBatch struct {
 	c     *Client
 	ops   []*op
-	b     batch         // its transfers, in buffers reused from batch to batch
-	exact bool          // some op reads its accounts before answering
-	done  chan struct{} // closed when the answer came; nil when it came within Send
+	b     batch // its transfers, in buffers reused from batch to batch
+	exact bool  // some op reads its accounts before answering
 	res   []tb.CreateTransferResult
 	err   error
 	now   int64 // this Client's clock when the answer came
 }
 
-// Send builds the batch's transfers and sends them. Reads that keep views
-// true go first, when no earlier batch is left to complete (see Quiet).
-func (r *runner) Send(ops []*op) conn.Flight {
+// Send builds the batch's transfers, sends them and waits for the answer.
+// Reads that keep views true go first when every earlier batch has
+// completed (settled; see Quiet).
+//
+// The request waits for the answer however long it takes (callers do not:
+// each waits until its own deadline). Giving up would not make the cluster
+// answer sooner, since the client keeps one request in flight, but would
+// queue the next batch behind the lost one, out of its callers' reach;
+// waiting keeps the next calls in the Batcher, where a caller whose
+// deadline passes takes its call back unsent.
+func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 	c := (*Client)(r)
-	if c.flying == 0 {
+	if settled {
 		c.readBack()
 		c.scanBack()
 	}
-	c.flying++
 	f := &c.sent[c.turn] // reused: one in flight, one completing
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
@@ -185,27 +194,11 @@ func (r *runner) Send(ops []*op) conn.Flight {
 	for _, o := range ops {
 		f.exact = f.exact || o.exact
 	}
-	if len(f.b.send) == 0 {
-		f.now = c.localNow()
-		return f
-	}
-	if c.conn.InProcess() { // it answers at once
+	c.lastExact = f.exact
+	if len(f.b.send) > 0 {
 		f.res, f.err = c.conn.CreateTransfers(patient, f.b.send)
-		f.now = c.localNow()
-		return f
 	}
-	// The request waits for the answer however long it takes (callers do
-	// not: each waits until its own deadline). Giving up would not make
-	// the cluster answer sooner, since the client keeps one request in
-	// flight, but would queue the next batch behind the lost one, out of
-	// its callers' reach; waiting keeps the next calls in the Batcher,
-	// where a caller whose deadline passes takes its call back unsent.
-	f.done = make(chan struct{})
-	go func() {
-		f.res, f.err = c.conn.CreateTransfers(patient, f.b.send)
-		f.now = c.localNow()
-		close(f.done)
-	}()
+	f.now = c.localNow()
 	return f
 }
 
@@ -219,18 +212,9 @@ func (r *runner) Quiet() bool {
 	return c.coalesce || c.lastExact || c.readsDue()
 }
 
-// Wait returns when f's answer came.
-func (f *sentBatch) Wait() {
-	if f.done != nil {
-		<-f.done
-	}
-	f.c.lastExact = f.exact
-}
-
 // Complete settles every op of f from the answer.
 func (f *sentBatch) Complete() {
 	c, b := f.c, &f.b
-	c.flying--
 	if f.err != nil {
 		for _, o := range f.ops {
 			if !o.local {

@@ -22,9 +22,9 @@ import (
 // so batches run on a goroutine of their own, started when work arrives and
 // ended when none is left, and each caller waits only until its deadline.
 // There, as a TigerBeetle client does, the next batch is sent as soon as the
-// last one's answer came, and the last one is completed (its answer read,
-// its callers answered) while the next is in flight, unless the Runner asks
-// for quiet.
+// last one's answer came, from the goroutine the answer woke, and the last
+// one is completed (its answer read, its callers answered) on a goroutine
+// of its own while the next is in flight, unless the Runner asks for quiet.
 type Batcher[T any] struct {
 	runner Runner[T]
 	inline bool
@@ -42,22 +42,23 @@ type Batcher[T any] struct {
 
 // Runner runs the batches of a Batcher.
 type Runner[T any] interface {
-	// Send starts batch: it sends the batch's request, if it needs one,
-	// and returns its Flight, without waiting for the answer where the
-	// client can be waited for (an in-process engine answers within
-	// Send). The items of batch are the Runner's until the Flight has
-	// completed.
-	Send(batch []T) Flight
-	// Quiet reports whether the next batch must wait until every earlier
-	// one has completed before it is sent: for a read that must follow
-	// their writes, and that a request in flight would overtake.
+	// Send sends batch's request, if it needs one, and returns when the
+	// answer came, as a Flight to complete. settled says that every
+	// earlier batch has completed: only then may Send send what must
+	// follow their writes (a read). While Send waits for the answer, the
+	// last batch may be completing on another goroutine: what Send does
+	// before its request must touch nothing Complete does. The items of
+	// batch are the Runner's until the Flight has completed.
+	Send(batch []T, settled bool) Flight
+	// Quiet reports whether the last batch must complete before the next
+	// is sent: for a read that must follow its writes, or a batch built
+	// from what it teaches. It is called while no batch is completing.
 	Quiet() bool
 }
 
-// Flight is a batch whose request was sent.
+// Flight is a batch whose answer came.
 type Flight interface {
-	Wait()     // returns when the answer came
-	Complete() // reads the answer: every item is answered when it returns
+	Complete() // reads the answer; every item is answered when it returns
 }
 
 // Func runs each batch to completion within Send: a Runner whose batches
@@ -65,14 +66,13 @@ type Flight interface {
 type Func[T any] func(batch []T)
 
 // Send runs batch.
-func (f Func[T]) Send(batch []T) Flight { f(batch); return landed{} }
+func (f Func[T]) Send(batch []T, _ bool) Flight { f(batch); return landed{} }
 
 // Quiet is always true: Send has completed every batch.
 func (Func[T]) Quiet() bool { return true }
 
 type landed struct{}
 
-func (landed) Wait()     {}
 func (landed) Complete() {}
 
 type entry[T any] struct {
@@ -226,18 +226,25 @@ func (b *Batcher[T]) doInline(e *entry[T]) error {
 }
 
 // loop runs batches until none is left. The next batch goes as soon as
-// the last one's answer came, and the last one completes while it is in
-// flight: the cluster is not kept waiting while this process reads an
-// answer and wakes its callers. A closed loop of callers then splits into
-// two halves that take turns, each riding every other request, as with a
-// TigerBeetle client, which sends the next request before it answers the
-// callers of the last. When the Runner asks for quiet, the last batch
-// completes first, and the next waits a moment for its callers (regather).
+// the last one's answer came, from this goroutine, which the answer woke,
+// and the last one completes on a goroutine of its own while the next is
+// in flight: neither this process's reading of an answer and waking of its
+// callers, nor a goroutine switch, stands between an answer and the next
+// request. A closed loop of callers then splits into two halves that take
+// turns, each riding every other request, as with a TigerBeetle client,
+// which sends the next request before it answers the callers of the last.
+// When the Runner asks for quiet, the last batch completes first, and the
+// next waits a moment for its callers (regather).
 func (b *Batcher[T]) loop() {
 	back := 0            // callers to wait for before the next batch (see regather)
 	var last []*entry[T] // answered, not completed
 	var lastF Flight
+	var completing chan struct{} // closed when a batch completing on its own goroutine has
 	for {
+		if completing != nil {
+			<-completing // what the next batch is built from is the runner's again
+			completing = nil
+		}
 		if lastF != nil && b.runner.Quiet() {
 			back = b.complete(lastF, last)
 			last, lastF = nil, nil
@@ -260,13 +267,16 @@ func (b *Batcher[T]) loop() {
 			last, lastF = nil, nil
 			continue
 		}
-		f := b.runner.Send(b.items(batch))
-		if lastF != nil {
-			lastF.Complete()
-			answer(last)
+		settled := lastF == nil
+		if !settled {
+			completing = make(chan struct{})
+			go func(f Flight, batch []*entry[T], done chan struct{}) {
+				f.Complete()
+				answer(batch)
+				close(done)
+			}(lastF, last, completing)
 		}
-		f.Wait()
-		last, lastF = batch, f
+		last, lastF = batch, b.runner.Send(b.items(batch), settled)
 	}
 }
 
@@ -353,7 +363,5 @@ func (b *Batcher[T]) items(batch []*entry[T]) []T {
 
 // runBatch runs batch to completion. Only the runner calls it.
 func (b *Batcher[T]) runBatch(batch []*entry[T]) {
-	f := b.runner.Send(b.items(batch))
-	f.Wait()
-	f.Complete()
+	b.runner.Send(b.items(batch), true).Complete()
 }
