@@ -54,9 +54,10 @@ package ledger
 //     IDs), lazy.go (users provisioned on first use), denial.go (denials
 //     without I/O), unavailable.go (no answer), pipeline.go (sending:
 //     the runner sends the next batch as soon as the last one's answer
-//     comes and completes the last while the next is in flight; reads
-//     that keep views true, exact decisions and coalescing ask for quiet,
-//     every batch completed first: see runner.Quiet).
+//     comes, and the last completes on a goroutine of its own while the
+//     next is in flight; reads that keep views true, exact decisions and
+//     coalescing ask for quiet, every batch completed first: see
+//     runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - The view stays in this package, not in a package of its own: the
