@@ -46,7 +46,9 @@ type Client struct {
 	users       users
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
 
-	// The pipeline's runner's own state (one runner at a time).
+	// The pipeline's own state: the Batcher's runner and the completion
+	// of a batch (which may overlap the next Send) each use their own
+	// part of it, and never the same field at once (see runner).
 	sent      [2]sentBatch // one in flight, one completing (see Send)
 	turn      int          // the next batch's
 	lastExact bool         // the last batch answered reads its accounts (see Quiet)

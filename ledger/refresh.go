@@ -38,7 +38,9 @@ const (
 )
 
 // readQueue holds the users due a read, those due a scan of their
-// transfers, and the budget of both. Only the pipeline's runner uses it.
+// transfers, and the budget of both. Only the pipeline uses it: a batch's
+// completion fills it, and a Send that follows every completion reads it
+// (see runner).
 type readQueue struct {
 	users      fifo
 	budget     float64

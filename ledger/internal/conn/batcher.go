@@ -45,10 +45,10 @@ type Runner[T any] interface {
 	// Send sends batch's request, if it needs one, and returns when the
 	// answer came, as a Flight to complete. settled says that every
 	// earlier batch has completed: only then may Send send what must
-	// follow their writes (a read). While Send waits for the answer, the
-	// last batch may be completing on another goroutine: what Send does
-	// before its request must touch nothing Complete does. The items of
-	// batch are the Runner's until the Flight has completed.
+	// follow their writes (a read). The last batch may be completing on
+	// another goroutine all the while Send runs, and after it returns:
+	// Send must touch nothing Complete does. The items of batch are the
+	// Runner's until the Flight has completed.
 	Send(batch []T, settled bool) Flight
 	// Quiet reports whether the last batch must complete before the next
 	// is sent: for a read that must follow its writes, or a batch built
