@@ -51,28 +51,27 @@ type readQueue struct {
 	lastRead, lastScan time.Time
 }
 
-// due reports whether a request may go out now, last having gone out at
-// *last, and notes that it does.
-func (c *Client) due(last *time.Time) bool {
-	if !c.gapPassed(*last) {
-		return false
-	}
-	*last = time.Now()
-	return true
-}
-
 // gapPassed reports whether a read may go out now, the last one having
 // gone out at last.
 func (c *Client) gapPassed(last time.Time) bool {
 	return c.conn.InProcess() || time.Since(last) >= readGap // a read costs a turn only on a cluster
 }
 
-// readsDue reports whether readBack or scanBack would send a read now.
-func (c *Client) readsDue() bool {
+// readDue reports whether readBack would read now: users wait, the budget
+// allows one, and the last read went out long enough ago.
+func (c *Client) readDue() bool {
 	q := &c.reads
-	return q.users.len() > 0 && int(q.budget) > 0 && c.gapPassed(q.lastRead) ||
-		q.scans.len() > 0 && q.scanBudget >= 1 && c.gapPassed(q.lastScan)
+	return q.users.len() > 0 && int(q.budget) > 0 && c.gapPassed(q.lastRead)
 }
+
+// scanDue reports whether scanBack would scan now (see readDue).
+func (c *Client) scanDue() bool {
+	q := &c.reads
+	return q.scans.len() > 0 && q.scanBudget >= 1 && c.gapPassed(q.lastScan)
+}
+
+// readsDue reports whether readBack or scanBack would send a read now.
+func (c *Client) readsDue() bool { return c.readDue() || c.scanDue() }
 
 // fifo is a queue of users whose pops do not move the users left in it:
 // a queue of many users due a read costs nothing per batch.
@@ -106,11 +105,12 @@ func (q *readQueue) earn(n int) {
 // readBack reads the users due a read, as many as the budget allows. The
 // pipeline's runner calls it between batches.
 func (c *Client) readBack() {
-	q := &c.reads
-	n := min(q.users.len(), int(q.budget))
-	if n == 0 || !c.due(&q.lastRead) {
+	if !c.readDue() {
 		return
 	}
+	q := &c.reads
+	q.lastRead = time.Now()
+	n := min(q.users.len(), int(q.budget))
 	us := q.users.pop(n)
 	q.budget -= float64(n)
 	c.read(us)
@@ -123,10 +123,11 @@ func (c *Client) readBack() {
 // one process. Each user is scanned at most once per recheck. Only the
 // pipeline's runner calls it, between batches.
 func (c *Client) scanBack() {
-	q := &c.reads
-	if q.scans.len() == 0 || q.scanBudget < 1 || !c.due(&q.lastScan) {
+	if !c.scanDue() {
 		return
 	}
+	q := &c.reads
+	q.lastScan = time.Now()
 	u := q.scans.pop(1)[0]
 	q.scanBudget--
 	c.read([]*user{u}) // the limit, and whether the view still lacks units
