@@ -128,19 +128,10 @@ func (c *Conn) Ping(ctx context.Context) error {
 	return err
 }
 
-// WithDeadline returns ctx with the Conn's default timeout if it has no
-// deadline of its own (and is not Patient).
-func (c *Conn) WithDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if wait := c.Wait(ctx); wait > 0 {
-		return context.WithTimeout(ctx, wait)
-	}
-	return ctx, func() {}
-}
-
 // Wait is how long a call with ctx may wait for the cluster beyond ctx's
 // own deadline: the Conn's default timeout when ctx has none (and is not
-// Patient), else 0 (no bound but ctx's). It is WithDeadline's bound, for a
-// caller that enforces it without a context of its own (Batcher.Do).
+// Patient), else 0 (no bound but ctx's). call enforces it with a context;
+// Batcher.Do, on a hot path, with a reused timer.
 func (c *Conn) Wait(ctx context.Context) time.Duration {
 	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 || ctx.Value(patient{}) != nil {
 		return 0
@@ -170,7 +161,8 @@ func call[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
 		c.waiting.Add(-1)
 		return zero, fmt.Errorf("%w: %d calls already waiting for the cluster", ErrUnavailable, c.maxWaiting)
 	}
-	if ctx.Done() == nil && c.Wait(ctx) == 0 {
+	wait := c.Wait(ctx)
+	if ctx.Done() == nil && wait == 0 {
 		// Nothing can end the wait but the answer (a Patient call, as the
 		// pipeline's requests are): no goroutine to hand the call to, one
 		// switch fewer between the answer and the next request.
@@ -178,8 +170,11 @@ func call[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
 		v, err := retryEvicted(c, f)
 		return v, tbError(err)
 	}
-	ctx, cancel := c.WithDeadline(ctx)
-	defer cancel()
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	type result struct {
 		v   T
 		err error
