@@ -160,9 +160,7 @@ func TestClusterReplicaExitFailsFast(t *testing.T) {
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("StartCluster took %v to notice the exit", d)
 	}
-	for _, pid := range f.Pids(t) {
-		fake.WaitGone(t, pid, 5*time.Second)
-	}
+	f.WaitAllGone(t, 5*time.Second)
 }
 
 // A data file remembers its replica count: a directory holding another cluster's files is

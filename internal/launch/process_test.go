@@ -196,9 +196,7 @@ func TestLaunchReadyTimeout(t *testing.T) {
 					t.Errorf("error = %v, want it to quote what was printed", err)
 				}
 			}
-			for _, pid := range f.Pids(t) {
-				fake.WaitGone(t, pid, 5*time.Second)
-			}
+			f.WaitAllGone(t, 5*time.Second)
 		})
 	}
 }
@@ -219,9 +217,7 @@ func TestLaunchNopProbeNeverHangs(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "another cluster than 3") {
 		t.Errorf("error = %v, want a deadline that mentions the cluster ID", err)
 	}
-	for _, pid := range f.Pids(t) {
-		fake.WaitGone(t, pid, 5*time.Second)
-	}
+	f.WaitAllGone(t, 5*time.Second)
 }
 
 func TestLaunchContextCanceled(t *testing.T) {
@@ -237,9 +233,7 @@ func TestLaunchContextCanceled(t *testing.T) {
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("Launch took %v to notice the cancellation", d)
 	}
-	for _, pid := range f.Pids(t) {
-		fake.WaitGone(t, pid, 5*time.Second)
-	}
+	f.WaitAllGone(t, 5*time.Second)
 }
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {

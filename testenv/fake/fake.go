@@ -269,6 +269,14 @@ func WaitGone(t testing.TB, pid int, d time.Duration) {
 	}
 }
 
+// WaitAllGone fails the test unless every fake server started so far exits within d.
+func (f *Fake) WaitAllGone(t testing.TB, d time.Duration) {
+	t.Helper()
+	for _, pid := range f.Pids(t) {
+		WaitGone(t, pid, d)
+	}
+}
+
 // DialProbe is ready as soon as a TCP connection to the first address succeeds: enough for
 // a fake server, which does not speak TigerBeetle's protocol. Like the real client, it
 // retries until ctx is done.
