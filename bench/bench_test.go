@@ -454,12 +454,7 @@ func TestServeAndGubernatorRows(t *testing.T) {
 	keys := []string{"user-0", "user-1", "user-2"}
 	for _, c := range []*contender{serve[0], gubernatorRow()} {
 		t.Run(c.name, func(t *testing.T) {
-			w := zipfWorkload(len(keys), 1.1, 3, 64, 1)
-			inst, err := c.setup(context.Background(), cell{id: 1, w: w, callers: 1, window: time.Minute, keys: keys})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer inst.close()
+			inst := smallCell(t, c, keys)
 			for _, k := range []struct{ key, calls, want int }{{0, 10, 3}, {1, 2, 2}, {0, 1, 0}} {
 				admitted := 0
 				for range k.calls {

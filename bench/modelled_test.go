@@ -16,12 +16,7 @@ func TestModelledRows(t *testing.T) {
 	keys := []string{"user-0", "user-1", "user-2"}
 	for _, c := range modelledContenders() {
 		t.Run(c.name, func(t *testing.T) {
-			w := zipfWorkload(len(keys), 1.1, 3, 64, 1)
-			inst, err := c.setup(context.Background(), cell{id: 1, w: w, callers: 1, window: time.Minute, keys: keys})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer inst.close()
+			inst := smallCell(t, c, keys)
 			if inst.opsSource != modelledOps {
 				t.Errorf("ops source %q, want %q", inst.opsSource, modelledOps)
 			}
@@ -144,4 +139,17 @@ func TestRunModelled(t *testing.T) {
 			t.Errorf("%s/%d/%s: ops %q, %v transfers per request", r.Workload, r.Callers, r.Contender, r.OpsSource, r.EventsPerRequest)
 		}
 	}
+}
+
+// smallCell sets c up on a cell of one caller deciding for keys, Zipf-drawn,
+// with a window of a minute; the instance is closed when the test ends.
+func smallCell(t *testing.T, c *contender, keys []string) *instance {
+	t.Helper()
+	w := zipfWorkload(len(keys), 1.1, 3, 64, 1)
+	inst, err := c.setup(context.Background(), cell{id: 1, w: w, callers: 1, window: time.Minute, keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(inst.close)
+	return inst
 }
