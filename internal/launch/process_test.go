@@ -41,8 +41,14 @@ func TestLaunchFormatsStartsAndStops(t *testing.T) {
 	if len(p.Addresses) != 1 || !strings.HasPrefix(p.Addresses[0], "127.0.0.1:") {
 		t.Fatalf("Addresses = %q, want [127.0.0.1:PORT]", p.Addresses)
 	}
-	if !strings.Contains(p.Stderr(), "listening on "+p.Addresses[0]) {
-		t.Errorf("Stderr() = %q, want the server's listening line", p.Stderr())
+	// The server's stderr and stdout come through separate pipes, each copied by its own
+	// goroutine: the port can arrive before the line logged ahead of it.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Stderr(), "listening on "+p.Addresses[0]); {
+		if time.Now().After(deadline) {
+			t.Errorf("Stderr() = %q after 10 s, want the server's listening line", p.Stderr())
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	// The server keeps running: with --addresses=0 it would exit if its stdin were closed.
 	time.Sleep(100 * time.Millisecond)
