@@ -69,7 +69,7 @@ func TestHistoryEnds(t *testing.T) {
 		if err := cancelled.Cancel(ctx); err != nil {
 			t.Fatal(err)
 		}
-		id := ledger.KeyID(t.Name() + "/order-1")
+		id := ledger.KeyID(b.Key("order-1"))
 		d2, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id, Ref: 8})
 		if err != nil || !d2.Allowed || d2.ID != id {
 			t.Fatalf("Acquire under %s = %+v, %v", id, d2, err)
@@ -139,7 +139,7 @@ func TestHistoryRequestIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := acquire(t, c, r, "u", 2)
-		id := ledger.KeyID(t.Name() + "/order-7")
+		id := ledger.KeyID(b.Key("order-7"))
 		d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id})
 		if err != nil || d.Allowed {
 			t.Fatalf("Acquire under %s with nothing left = %+v, %v", id, d, err)
@@ -151,7 +151,7 @@ func TestHistoryRequestIDs(t *testing.T) {
 		if b.Real {
 			time.Sleep(300 * time.Millisecond)
 		}
-		chain := ledger.KeyID(t.Name() + "/chain-1")
+		chain := ledger.KeyID(b.Key("chain-1"))
 		ds, err := c.AcquireAll(ctx, []ledger.Part{
 			{Resource: r, Request: ledger.Request{User: "u", Amount: 1, ID: id}},
 		})
@@ -233,7 +233,7 @@ func TestHistoryPayments(t *testing.T) {
 			return d
 		}
 		fund(700)
-		p1, p2, p3 := ledger.KeyID(t.Name()+"/order-1"), ledger.KeyID(t.Name()+"/order-2"), ledger.KeyID(t.Name()+"/order-3")
+		p1, p2, p3 := ledger.KeyID(b.Key("order-1")), ledger.KeyID(b.Key("order-2")), ledger.KeyID(b.Key("order-3"))
 		pay(600, p1, ledger.Admitted)
 		pay(200, p2, ledger.InsufficientFunds) // the reservation failed only with the payment: its ID is not spent
 		fund(500)

@@ -16,7 +16,7 @@ import (
 func TestCallerIDForANewLazyUser(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 100, Lazy: true})
-		id := ledger.KeyID(t.Name() + "/request-1")
+		id := ledger.KeyID(b.Key("request-1"))
 		for i := 0; i < 3; i++ {
 			d, err := c.Acquire(ctx, r, ledger.Request{User: "newcomer", Amount: 1, ID: id})
 			if err != nil || !d.Allowed || d.ID != id {
@@ -40,7 +40,7 @@ func TestRequestIDs(t *testing.T) {
 		}
 		other := ledger.New(b.Client) // another process, retrying too
 		first := acquire(t, c, r, "u", 1)
-		id := ledger.KeyID(t.Name() + "/order-42")
+		id := ledger.KeyID(b.Key("order-42"))
 		for _, cl := range []*ledger.Client{c, other, c} {
 			d, err := cl.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id})
 			if err != nil || d.Allowed || d.Reason != ledger.LimitExceeded || d.ID != id {
@@ -93,13 +93,13 @@ func TestPaymentIDs(t *testing.T) {
 			}
 			return d
 		}
-		paid := ledger.KeyID(t.Name() + "/invoice-1")
+		paid := ledger.KeyID(b.Key("invoice-1"))
 		for i := 0; i < 3; i++ {
 			if d := pay(paid, 60); !d.Allowed || d.ID != paid {
 				t.Fatalf("Pay #%d of invoice-1 = %+v, want paid", i+1, d)
 			}
 		}
-		short := ledger.KeyID(t.Name() + "/invoice-2")
+		short := ledger.KeyID(b.Key("invoice-2"))
 		for i := 0; i < 2; i++ {
 			if d := pay(short, 60); d.Allowed || d.Reason != ledger.InsufficientFunds {
 				t.Fatalf("Pay #%d of invoice-2 with 40 held = %+v, want insufficient funds", i+1, d)
@@ -145,7 +145,7 @@ func TestPaymentIDNamesThePayee(t *testing.T) {
 		}
 		fund(500)
 		// The IDs are the test's own: a real server outlives one test.
-		first := ledger.KeyID(t.Name() + "/order-1")
+		first := ledger.KeyID(b.Key("order-1"))
 		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 500, ID: first}); err != nil || !d.Allowed {
 			t.Fatalf("PayID(order-1, shopA) = %+v, %v; want paid", d, err)
 		}
@@ -162,7 +162,7 @@ func TestPaymentIDNamesThePayee(t *testing.T) {
 
 		// Denied first (over the limit), then paid: the later attempt's
 		// marker names the payee.
-		second := ledger.KeyID(t.Name() + "/order-2")
+		second := ledger.KeyID(b.Key("order-2"))
 		if d, err := c.Pay(ctx, r, ledger.Payment{From: "cust", To: "shopA", Amount: 600, ID: second}); err != nil || d.Allowed {
 			t.Fatalf("PayID(order-2, 600) with 500 of the limit used = %+v, %v; want denied", d, err)
 		}
@@ -194,7 +194,7 @@ func TestReservationIDs(t *testing.T) {
 		if err != nil || !held.OK() {
 			t.Fatalf("Reserve = %+v, %v", held, err)
 		}
-		id := ledger.KeyID(t.Name() + "/job-7")
+		id := ledger.KeyID(b.Key("job-7"))
 		if rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id}); err != nil || rv.OK() {
 			t.Fatalf("Reserve under %s with nothing left = %+v, %v; want denied", id, rv, err)
 		}
@@ -227,7 +227,7 @@ func TestReservationIDs(t *testing.T) {
 func TestFundLimitsAndIDs(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, r := setup(t, b, ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 1000})
-		id := ledger.KeyID(t.Name() + "/top-up-1")
+		id := ledger.KeyID(b.Key("top-up-1"))
 		if err := c.Fund(ctx, r.Currency, ledger.Request{User: "alice", Amount: 5, ID: id}); !errors.Is(err, ledger.ErrUnknownUser) {
 			t.Fatalf("Fund of a user without an account = %v, want ErrUnknownUser", err)
 		}

@@ -71,7 +71,7 @@ func TestEvictedSessionReconnects(t *testing.T) {
 			t.Fatalf("first Acquire = %+v, %v", d, err)
 		}
 		first.SetFaults(simnet.Faults{Evict: true})
-		id := ledger.KeyID(t.Name())
+		id := ledger.KeyID(b.Key("request"))
 		for i := range 2 {
 			if d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 2, ID: id}); err != nil || !d.Allowed || d.ID != id {
 				t.Fatalf("Acquire #%d under %s after the eviction = %+v, %v; want admitted", i+1, id, d, err)

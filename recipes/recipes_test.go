@@ -271,7 +271,7 @@ func TestPayID(t *testing.T) {
 		if err := daily.Fund(ctx, "carol", 500); err != nil {
 			t.Fatal(err)
 		}
-		id := ledger.KeyID(t.Name() + "/order-7")
+		id := ledger.KeyID(b.Key("order-7"))
 		for i := 0; i < 3; i++ {
 			if d, err := daily.PayID(ctx, id, "carol", "shop", 200); err != nil || !d.Allowed || d.ID != id {
 				t.Fatalf("PayID #%d = %+v, %v", i+1, d, err)

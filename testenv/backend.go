@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,14 @@ type Backend struct {
 	Client tb.Client
 
 	clock *embedded.ManualClock // nil on a real server
+	run   string                // this subtest's name and a random number: see Key
 }
+
+// Key returns name made unique to this run of this subtest, for IDs derived from it
+// (ledger.KeyID(b.Key("order-1"))). A transfer ID is unique across a whole cluster, and the
+// shared backends outlive a test: the test's name alone is used again by go test -count=2,
+// and by the next run against a long-lived server.
+func (b *Backend) Key(name string) string { return b.run + "/" + name }
 
 // Advance lets d pass: on the embedded engine it moves the engine's manual clock forward at
 // once; on a real server it sleeps for d.
@@ -87,7 +95,7 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		clock := embedded.NewManualClock(time.Now())
 		engine := embedded.New(embedded.WithClock(clock))
 		t.Cleanup(engine.Close)
-		f(t, &Backend{Name: "embedded", Client: engine, clock: clock})
+		f(t, &Backend{Name: "embedded", Client: engine, clock: clock, run: runName(t)})
 	})
 	t.Run("modelled", func(t *testing.T) {
 		if testing.Short() {
@@ -95,13 +103,15 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		}
 		sc := simnet.New(sharedEngine(), modelledServer)
 		t.Cleanup(sc.Close)
-		f(t, &Backend{Name: "modelled", Real: true, Client: sc})
+		f(t, &Backend{Name: "modelled", Real: true, Client: sc, run: runName(t)})
 	})
 	t.Run("tigerbeetle", func(t *testing.T) {
 		srv := Shared(t)
-		f(t, &Backend{Name: "tigerbeetle", Real: true, Client: srv.Client(t)})
+		f(t, &Backend{Name: "tigerbeetle", Real: true, Client: srv.Client(t), run: runName(t)})
 	})
 }
+
+func runName(t *testing.T) string { return fmt.Sprintf("%s#%016x", t.Name(), rand.Uint64()) }
 
 // modelledServer is what the modelled backend's requests cost: a real
 // 0.17.9 server's, and its first request the session's registration.
