@@ -417,49 +417,69 @@ func TestStallsAreSeededAndAverageTheirMean(t *testing.T) {
 	}
 }
 
-// TestSystemClockKeepsTime checks, with generous bounds for a shared
-// machine, that modelled time holds on the real clock: a lone caller's
-// calls are not rounded up to Go's millisecond timer, and a busy pipeline
-// does not accumulate late wake-ups.
+// TestSystemClockKeepsTime checks that modelled time holds on the real
+// clock: a lone caller's calls are not rounded up to Go's millisecond timer,
+// and a busy pipeline does not accumulate late wake-ups. Time is never
+// shorter than modelled; a machine busy with other work can make it longer,
+// so each part has three tries to come within the bound, which a clock that
+// rounds every wake-up up to a millisecond misses on all three.
 func TestSystemClockKeepsTime(t *testing.T) {
 	f := newLedger(t, 8, 1_000_000)
 	const cost = 400 * time.Microsecond
 	c := New(f.e, flat(cost))
 	defer c.Close()
 
-	t0 := time.Now()
-	for range 50 {
-		if _, err := c.CreateTransfers([]tb.Transfer{f.take(0)}); err != nil {
-			t.Fatal(err)
+	// tries runs part until it takes at most its bound hi, three times at most.
+	tries := func(name string, part func() (lo, hi time.Duration)) {
+		t.Helper()
+		var took []time.Duration
+		var hi time.Duration
+		for range 3 {
+			t0 := time.Now()
+			var lo time.Duration
+			lo, hi = part()
+			got := time.Since(t0)
+			if got < lo {
+				t.Errorf("%s: %v, shorter than the %v modelled", name, got, lo)
+				return
+			}
+			if got <= hi {
+				return
+			}
+			took = append(took, got)
 		}
-	}
-	if got, lo, hi := time.Since(t0), 50*cost, 50*cost*3/2+20*time.Millisecond; got < lo || got > hi {
-		t.Errorf("one caller, 50 calls: %v, want %v to %v", got, lo, hi)
+		t.Errorf("%s: %v, want at most %v once in three tries", name, took, hi)
 	}
 
-	before := c.Stats().Ops[CreateTransfers].Requests
-	t0 = time.Now()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				if _, err := c.CreateTransfers([]tb.Transfer{f.take(g)}); err != nil {
-					t.Error(err)
-					return
-				}
+	tries("one caller, 50 calls", func() (lo, hi time.Duration) {
+		for range 50 {
+			if _, err := c.CreateTransfers([]tb.Transfer{f.take(0)}); err != nil {
+				t.Fatal(err)
 			}
-		}()
-	}
-	wg.Wait()
-	reqs := c.Stats().Ops[CreateTransfers].Requests - before
-	if got, lo, hi := time.Since(t0), time.Duration(reqs)*cost, time.Duration(reqs)*cost*13/10+20*time.Millisecond; got < lo || got > hi {
-		t.Errorf("8 callers, %d requests back to back: %v, want %v to %v", reqs, got, lo, hi)
-	}
-	if reqs >= 400 {
-		t.Errorf("%d requests for 400 calls of 8 callers: calls were not merged", reqs)
-	}
+		}
+		return 50 * cost, 50*cost*3/2 + 20*time.Millisecond
+	})
+
+	tries("8 callers, 50 calls each, back to back", func() (lo, hi time.Duration) {
+		before := c.Stats().Ops[CreateTransfers].Requests
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for range 50 {
+					if _, err := c.CreateTransfers([]tb.Transfer{f.take(g)}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		reqs := c.Stats().Ops[CreateTransfers].Requests - before
+		if reqs >= 400 {
+			t.Errorf("%d requests for 400 calls of 8 callers: calls were not merged", reqs)
+		}
+		return time.Duration(reqs) * cost, time.Duration(reqs)*cost*13/10 + 20*time.Millisecond
+	})
 }
 
 func TestConcurrentUseIsExact(t *testing.T) {
