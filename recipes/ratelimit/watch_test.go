@@ -22,7 +22,7 @@ func TestWatchRetriesWhatTheClusterRefused(t *testing.T) {
 	t.Cleanup(engine.Close)
 	sc := simnet.New(engine, simnet.Model{Name: "free"})
 	t.Cleanup(sc.Close)
-	svc, err := ratelimit.New(ledger.New(sc, ledger.WithTimeout(50*time.Millisecond)))
+	svc, err := ratelimit.New(ledger.New(sc, ledger.WithTimeout(250*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +75,9 @@ func TestWatchRetriesWhatTheClusterRefused(t *testing.T) {
 		t.Fatalf("reports %v, %d rules; want the new rule's creation refused, the old configuration in force", r, rules())
 	}
 	sc.SetFaults(simnet.Faults{}) // it answers again: the same files load
-	waitFor(t, func() bool { return rules() == 2 })
-	if r := seen(); len(r) != 3 || r[2] != nil {
-		t.Errorf("reports %v; want the failure reported once, then the load", r)
+	// Load puts the configuration in force before Watch reports it: wait for the report.
+	waitFor(t, func() bool { return len(seen()) >= 3 })
+	if r := seen(); len(r) != 3 || r[2] != nil || rules() != 2 {
+		t.Errorf("reports %v, %d rules; want the failure reported once, then the load", r, rules())
 	}
 }

@@ -156,10 +156,12 @@ func TestServeEndToEnd(t *testing.T) {
 
 	// A bad file is refused, counted, and the last good one stays.
 	writeFile(t, cfg, strings.Replace(yaml, "%s", "-1", 1))
+	// The error is counted before it is logged: wait for both.
 	waitUntil(t, func() bool {
-		return strings.Contains(get("/metrics"), `tblimit_ratelimit_config_loads_total{result="error"} 1`)
+		return strings.Contains(get("/metrics"), `tblimit_ratelimit_config_loads_total{result="error"} 1`) &&
+			strings.Contains(stderr.String(), "limits.yaml:4: requests_per_unit")
 	}, &stderr)
-	if !strings.Contains(stderr.String(), "limits.yaml:4: requests_per_unit") || !strings.Contains(get("/rlconfig"), "requests_per_unit=5") {
+	if !strings.Contains(get("/rlconfig"), "requests_per_unit=5") {
 		t.Errorf("after a bad file: /rlconfig %q, stderr %q; want the last good configuration and the file:line", get("/rlconfig"), stderr.String())
 	}
 
