@@ -59,16 +59,18 @@ func TestBatcherRunsEveryItemOnce(t *testing.T) {
 // returns at once (sent: it may still be applied); one whose item was
 // still waiting returns and the item never runs.
 func TestBatcherCallerDeadlines(t *testing.T) {
+	// Long enough for the batch loop to take the first item on a loaded machine.
+	const bound = 250 * time.Millisecond
 	bounds := []struct {
 		name  string
 		bound func() (context.Context, time.Duration, context.CancelFunc)
 	}{
 		{"context deadline", func() (context.Context, time.Duration, context.CancelFunc) {
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
 			return ctx, 0, cancel
 		}},
 		{"wait", func() (context.Context, time.Duration, context.CancelFunc) {
-			return context.Background(), 50 * time.Millisecond, func() {}
+			return context.Background(), bound, func() {}
 		}},
 	}
 	for _, bc := range bounds {
@@ -95,7 +97,7 @@ func TestBatcherCallerDeadlines(t *testing.T) {
 				t.Fatalf("Do(second) = %v, %v; want not sent, ErrUnavailable (deadline exceeded)", sent, err)
 			}
 			if took := time.Since(start); took > 2*time.Second {
-				t.Fatalf("two calls bounded at 50ms took %v", took)
+				t.Fatalf("two calls bounded at %v took %v", bound, took)
 			}
 			close(release)
 			// A timer reused after a wait that fired must not end this call.
