@@ -341,13 +341,11 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
 	amount, _ := u64(t.Amount)
 	at := s.Timestamp
-	r := v.report(at)
-	if failed && (classify(s.Status) == outDenied || amount > r.remaining) {
-		r.retryAt = v.retryAt(amount, at)
-		return r.decision(false, LimitExceeded, fromTB(t.ID), at)
+	if failed && (classify(s.Status) == outDenied || amount > v.available(at)) {
+		return v.denialReport(amount, at).decision(false, LimitExceeded, fromTB(t.ID), at)
 	}
 	// Admitted, or (failed) it would have fitted: another part of the chain failed.
-	return r.decision(!failed, Admitted, fromTB(t.ID), at)
+	return v.report(at).decision(!failed, Admitted, fromTB(t.ID), at)
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
