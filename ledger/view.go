@@ -345,7 +345,7 @@ func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision 
 // nothing was taken). u.mu is held.
 func (v *view) verdict(amount, t uint64) Decision {
 	if v.available(t) < amount {
-		return v.denialReport(amount, t).decision(false, LimitExceeded, ID{}, t)
+		return localDenial(v, amount, t)
 	}
 	return v.report(t).decision(false, Admitted, ID{}, t)
 }
