@@ -535,7 +535,7 @@ func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
 		st.count(it, outcomeOver)
 		refused = true
 		resp.Statuses[i].Code = rls.RateLimitResponse_OVER_LIMIT
-		resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
+		resp.Statuses[i].CurrentLimit = currentLimit(it)
 	}
 	if !refused {
 		return false

@@ -154,10 +154,11 @@ func serveRun(ctx context.Context, opts *rlsServeOptions) error {
 	// "closed" is ledger.ReturnError, not ledger.FailClosed: the call fails
 	// with UNAVAILABLE, and Envoy's failure_mode_deny closes (or opens);
 	// an OVER_LIMIT answer would look like a limit to Envoy and its metrics.
-	sopts := []ratelimit.Option{ratelimit.WithUnavailable(ledger.ReturnError)}
+	onUnavailable := ledger.ReturnError
 	if opts.Unavailable == "open" {
-		sopts[0] = ratelimit.WithUnavailable(ledger.FailOpen)
+		onUnavailable = ledger.FailOpen
 	}
+	sopts := []ratelimit.Option{ratelimit.WithUnavailable(onUnavailable)}
 	if opts.ResponseHeaders {
 		sopts = append(sopts, ratelimit.ResponseHeaders())
 	}
