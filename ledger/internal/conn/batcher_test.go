@@ -120,18 +120,7 @@ func TestBatcherBoundsWaitingCallers(t *testing.T) {
 	for i := 1; i <= 2; i++ { // wait behind it: the queue is full
 		go b.Do(context.Background(), 0, i)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		b.mu.Lock()
-		n := len(b.queue)
-		b.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers queued, want 2", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(t, b, 2)
 	start := time.Now()
 	if _, err := b.Do(context.Background(), 0, 9); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Do with the queue full = %v, want ErrUnavailable at once", err)
@@ -143,6 +132,22 @@ func TestBatcherBoundsWaitingCallers(t *testing.T) {
 		for range running { // let the queued batch run once released
 		}
 	}()
+}
+
+// waitQueued waits, for up to 10 s, until n callers wait in b's queue.
+func waitQueued[T any](t *testing.T, b *Batcher[T], n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		got := len(b.queue)
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued, want %d", got, n)
+		}
+	}
 }
 
 // stepRunner sends each batch as a request that the test answers by hand,
@@ -224,17 +229,7 @@ func TestBatcherSendsTheNextBatchBeforeCompletingTheLast(t *testing.T) {
 			a := do("a")
 			<-r.sent // a's request is in flight
 			c := do("b")
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				b.mu.Lock()
-				n := len(b.queue)
-				b.mu.Unlock()
-				if n == 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d callers queued behind a's request, want 1", n)
-				}
-			}
+			waitQueued(t, b, 1)     // b, behind a's request
 			r.release <- struct{}{} // a's answer
 			if got := <-r.sent; !slices.Equal(got, []string{"b"}) {
 				t.Fatalf("second batch %v, want [b]", got)
