@@ -47,7 +47,10 @@ type Request struct {
 	// resource's default, and a user whose limit differs is given it
 	// (SetLimit) before the decision. The change takes effect with the
 	// user's first decision after it, once this Client knows the user's
-	// limit (it reads it first if it does not); a lower limit never lets a
+	// limit (it reads it first if it does not; a lazy user it has not seen
+	// is not read: its first decision provisions it with the plan, or, if
+	// it existed with another limit, is decided under that one, and the
+	// plan is given it before the next); a lower limit never lets a
 	// window hold more than the old limit (see SetLimit). Processes that
 	// decide for the same user must agree on its plan.
 	Limit uint64
@@ -169,7 +172,8 @@ func validAmount(amount uint64) error {
 // left, the decision denies and nothing is taken.
 //
 // An unknown user is provisioned with r.DefaultLimit within the call when r
-// is Lazy, and is ErrUnknownUser otherwise. When the cluster does not answer
+// is Lazy (one request more, shared by the calls of other unknown users in
+// flight: see Stats), and is ErrUnknownUser otherwise. When the cluster does not answer
 // in time, the Client's OnUnavailable decides (see WithUnavailable).
 func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision, error) {
 	if err := validPart(r, &req); err != nil {

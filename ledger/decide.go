@@ -96,13 +96,17 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 
 // decide sends o, a chain of holds of holds' users, through the pipeline
 // and returns one Decision per hold. It is the one step every decision
-// path takes: a merged transfer the cluster refused is sent again alone; a
-// request whose ID was spent by an earlier attempt is sent again as a new
-// attempt under that ID (see again); a user of a lazy resource found missing
-// is provisioned and the chain sent again (once); an unanswered call goes
-// to the Client's OnUnavailable.
+// path takes: a user of a lazy resource not seen provisioned is provisioned
+// in the same batch (see sight); a merged transfer the cluster refused is
+// sent again alone; a request whose ID was spent by an earlier attempt is
+// sent again as a new attempt under that ID (see again); a lazy user found
+// missing all the same is provisioned and the chain sent again (once); an
+// unanswered call goes to the Client's OnUnavailable.
 func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, error) {
-	for provisioned, recredited, attempts := false, false, 0; ; attempts++ {
+	for provisioned, attempts := false, 0; ; attempts++ {
+		if err := c.sight(ctx, o, parts); err != nil {
+			return c.unavailableDecisions(o, err) // its resource's check went unanswered, or failed
+		}
 		if err := c.submit(ctx, o); err != nil {
 			return c.unavailableDecisions(o, err)
 		}
@@ -112,24 +116,6 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 			o.merge = false
 			continue
 		case o.ds != nil:
-			if !recredited && !o.ds[0].Allowed && o.ds[0].Reason == LimitExceeded {
-				uncredited, err := c.uncredited(ctx, o, parts)
-				if err != nil {
-					return nil, err
-				}
-				if len(uncredited) > 0 {
-					// Being provisioned elsewhere (or left half-made by a
-					// crash): finish it, idempotently, and decide again.
-					if err := c.provisionLazy(ctx, parts, uncredited); err != nil {
-						return nil, err
-					}
-					recredited = true
-					if err := c.again(ctx, o); err != nil {
-						return nil, err
-					}
-					continue
-				}
-			}
 			o.answered = true
 			return o.ds, c.exactRetryAfter(ctx, o)
 		case spent(o.decision()) && attempts < maxAttempts:

@@ -51,7 +51,9 @@ package ledger
 //     decisions), classifyEnd (posts and voids), accountExistsDifferently
 //     (accounts).
 //   - A decision's way: decide.go (the retry loop), markers.go (request
-//     IDs), lazy.go (users provisioned on first use), denial.go (denials
+//     IDs), lazy.go (users provisioned by their first decisions, in the
+//     pipeline: one create_accounts per batch ahead of its create, which
+//     carries each new user's credit ahead of its hold), denial.go (denials
 //     without I/O), unavailable.go (no answer), pipeline.go (sending:
 //     the runner sends the next batch as soon as the last one's answer
 //     comes, and the last completes on a goroutine of its own while the

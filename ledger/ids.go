@@ -309,6 +309,6 @@ func resolutionIDs(id ID) [3]ID {
 func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }
 
 // provisionID is the ID of the transfer that credits user key's limit on
-// ledger: derived, so that provisioning is applied once and a denied
-// decision can tell whether the credit came before its hold (uncredited).
+// ledger: derived, so that provisioning is applied once however many
+// processes provision the user at once.
 func provisionID(ledger uint32, key string) ID { return derive(roleProvision, ledger, key) }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"iter"
+	"math"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -36,9 +37,11 @@ type op struct {
 
 	chain   []tb.Transfer
 	events  []opEvent // the chain's holds and ends of holds, in chain order
-	key     ID        // the caller's ID for the request (see Request.ID), or zero
-	marked  bool      // the chain starts with key's marker (a later attempt under key)
-	payment bool      // a payment: never allowed open; its second event pays
+	sights  []sight   // users its holds provision first (see sight), if any
+	sights1 [1]sight
+	key     ID   // the caller's ID for the request (see Request.ID), or zero
+	marked  bool // the chain starts with key's marker (a later attempt under key)
+	payment bool // a payment: never allowed open; its second event pays
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
 	explain func(t *tb.Transfer, out outcome) error
@@ -190,6 +193,14 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 	f := &c.sent[c.turn] // reused: one in flight, one completing
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
+	if f.b.sightings(ops); len(f.b.accounts) > 0 {
+		ares, err := c.conn.CreateAccounts(patient, f.b.accounts)
+		if err != nil {
+			f.err = err
+			return f
+		}
+		f.b.provisioned(ops, ares)
+	}
 	c.build(ops, &f.b)
 	for _, o := range ops {
 		f.exact = f.exact || o.exact
@@ -274,6 +285,7 @@ func (c *Client) nows() (int64, uint64) {
 // settle reads the answer to o's chain: every hold and end of a hold
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
+	c.learnSights(o, now)
 	failed, decided, earlier := chainOutcome(o.decision())
 	o.earlier = earlier
 	if decided {
@@ -320,6 +332,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 		amount, _ := u64(t.Amount)
 		switch classify(s.Status) {
 		case outAdmitted:
+			u.v.provisioned = true
 			u.v.admitted(amount, s.Timestamp)
 			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 		case outDenied:
@@ -352,7 +365,9 @@ func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) D
 // due one. u.mu is held.
 func (c *Client) noteUse(u *user, now int64) {
 	c.reads.earn(1)
-	u.v.uses++
+	if u.v.uses < math.MaxUint16 { // only whether it passed 2 matters
+		u.v.uses++
+	}
 	if u.v.queued {
 		return
 	}
@@ -367,10 +382,17 @@ func (c *Client) noteUse(u *user, now int64) {
 }
 
 // batch is what build made of a batch of ops: the transfers to send, and
-// the ops and merged groups they belong to, in the order sent.
+// the ops and merged groups they belong to, in the order sent; and the
+// accounts its sights provision, sent first (see sightings).
 type batch struct {
 	send  []tb.Transfer
 	slots []slot
+
+	accounts []tb.Account
+	acctOf   []*user             // the user each account is of
+	acctAt   map[tb.Uint128]int  // where each account is in accounts
+	acctBad  map[*user]error     // users whose accounts could not be made
+	credited map[tb.Uint128]bool // credits the batch carries
 }
 
 // slot is an op sent as it is, or a merged group, and where its transfers
@@ -394,6 +416,11 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 			s.g.res = res[s.at]
 		} else {
 			s.o.res = res[s.at : s.at+len(s.o.chain) : s.at+len(s.o.chain)]
+			for i := range s.o.sights {
+				if sg := &s.o.sights[i]; sg.sent {
+					sg.credit = res[sg.at]
+				}
+			}
 		}
 	}
 }
@@ -403,13 +430,14 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 // buffers.
 func (c *Client) build(ops []*op, b *batch) {
 	clear(b.slots)
+	clear(b.credited)
 	b.send, b.slots = b.send[:0], b.slots[:0]
 	var merging map[*user][]*op
 	if c.coalesce {
 		merging = c.mergeable(ops)
 	}
 	for _, o := range ops {
-		if o.local {
+		if o.local || o.err != nil {
 			continue
 		}
 		if o.merge && len(merging[o.events[0].u]) > 1 {
@@ -418,6 +446,7 @@ func (c *Client) build(ops []*op, b *batch) {
 			}
 			continue
 		}
+		b.credit(o)
 		b.add(o)
 	}
 }

@@ -9,8 +9,10 @@ import (
 
 // plan gives user u the limit h asks for (Request.Limit), when it is known
 // to differ: SetLimit, once, while the user's other calls wait. A user whose
-// limit this Client does not know is read first. A user that does not exist
-// yet is left to lazy provisioning, which gives it the plan's limit.
+// limit this Client does not know is read first. A lazy user this Client has
+// not seen provisioned is left to the decision, which provisions it with the
+// plan's limit; if it existed already, with another, its plan is given it
+// from its next decision, once its limit is known.
 func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 	want := h.Request.Limit
 	if want == 0 {
@@ -30,7 +32,9 @@ func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 				return unavailable(context.Cause(ctx))
 			}
 		}
-		if u.hasLimit(want) {
+		if u.hasLimit(want) || (h.Resource.Lazy && !u.v.provisioned) {
+			// Known, or to be provisioned with the plan's limit by this
+			// decision (see sight), which needs no read first.
 			u.mu.Unlock()
 			return nil
 		}
@@ -50,19 +54,12 @@ func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 
 // replan reads u's limit if it is not known, and sets the plan's if it
 // differs.
-func (c *Client) replan(ctx context.Context, u *user, h *Hold, known bool) error {
+func (c *Client) replan(ctx context.Context, u *user, h *Part, known bool) error {
 	want := h.Request.Limit
 	if !known {
 		a, ok, err := c.lookupAccount(ctx, u.id)
 		if err != nil || !ok {
 			return err // missing: lazy provisioning gives it the plan
-		}
-		if h.Resource.Lazy && uncreditedAccount(a) {
-			// Created, never credited: a provisioning under way (another
-			// caller's, another process's) or cut short. Its limit is not
-			// 0: finish the provisioning with the plan's (idempotent), not
-			// a SetLimit from 0 that the provisioning's credit would race.
-			return c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: want}}, true)
 		}
 		b, err := balanceOf(a)
 		if err != nil {

@@ -274,7 +274,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		if s.Status != tb.TransferCreated && s.Status != tb.TransferExistsWithDifferentAmount {
 			return fmt.Errorf("ledger: provision %q: %w", users[i].Key, transferStatusError(i, s.Status))
 		}
-		c.users.credited(r, users[i].Key, s.Timestamp) // created, or the original's echoed
+		c.users.provisioned(r, users[i].Key)
 		// An account this call created and credited holds nothing else:
 		// the Client knows all of it.
 		if ares[first[i]].Status == tb.AccountCreated && s.Status == tb.TransferCreated {

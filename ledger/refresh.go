@@ -169,9 +169,11 @@ func (c *Client) read(us []*user) {
 		u.lock()
 		u.v.queued = false
 		// An account of a lazy resource never credited is being
-		// provisioned (see uncredited): its limit is not 0, it is unknown.
+		// provisioned (its account made, its credit on the way: see
+		// sight): its limit is not 0, it is unknown.
 		if err == nil && !fromTB(accounts[i].ID).IsZero() && !(u.res.Lazy && uncreditedAccount(accounts[i])) {
 			if b, berr := balanceOf(accounts[i]); berr == nil {
+				u.v.provisioned = true
 				u.v.read(b.Limit, b.InFlight, t, span)
 				u.v.readLocal = now
 			}

@@ -37,10 +37,6 @@ type rareUser struct {
 	// planning, while not nil, is closed when a change of the user's
 	// limit to its plan ends.
 	planning chan struct{}
-	// credited is the cluster time its limit was first credited, as this
-	// Client provisioned it (0: not known): a hold refused before then
-	// was refused for want of a credit on its way (see uncredited).
-	credited uint64
 }
 
 // rarely returns u.rare, made if need be. u.mu is held.
@@ -58,15 +54,6 @@ func (u *user) planning() chan struct{} {
 		return nil
 	}
 	return u.rare.planning
-}
-
-// creditedAt returns when this Client saw u's limit first credited, or 0.
-// u.mu is held.
-func (u *user) creditedAt() uint64 {
-	if u.rare == nil {
-		return 0
-	}
-	return u.rare.credited
 }
 
 // lock takes u.mu for anything but a local denial or a plan's check: a
@@ -194,20 +181,19 @@ func (us *users) forget(ledger uint32, key string) {
 	s.mu.Unlock()
 }
 
+// provisioned records that user key's account on r exists and its limit
+// was credited: its decisions need not provision it (see sight).
+func (us *users) provisioned(r Resource, key string) {
+	u := us.get(r, key)
+	u.mu.Lock() // not lock: what the view counts is as it was
+	u.v.provisioned = true
+	u.mu.Unlock()
+}
+
 // knownLimit records that this Client set user key's limit on r to limit on
 // a fresh account (fresh: nothing can be in flight yet), so that its view
 // is complete.
 // now is this Client's clock.
-// credited records that key's limit on r was first credited at cluster
-// time at (its provisioning transfer's timestamp): a hold refused before
-// then was refused for want of a credit on its way (see uncredited).
-func (us *users) credited(r Resource, key string, at uint64) {
-	u := us.get(r, key)
-	u.mu.Lock() // not lock: the view is as it was
-	u.rarely().credited = at
-	u.mu.Unlock()
-}
-
 func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
 	u := us.get(r, key)
 	u.lock()

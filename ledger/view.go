@@ -37,11 +37,15 @@ type view struct {
 	unknown    uint64  // units in flight the last read showed beyond the holds known
 	mergedTo   uint64  // no merged hold counts a transfer returning after it (0: none merged)
 	readLocal  int64   // local time (ns) of the last read; 0: never read
-	uses       uint32  // decisions since the last read
+	uses       uint16  // decisions since the last read, up to its largest value
 	limitKnown bool    // read, or set by this Client (provisioning, SetLimit); else assumed the default
 	stale      bool    // the cluster contradicted the view: do not deny on its word until a read
 	queued     bool    // waits in the Client's read queue
 	scanQueued bool    // waits in the Client's scan queue
+	// provisioned: the account exists and its limit was credited, as this
+	// Client saw (a credit, an admission, a read); until then a decision
+	// on a lazy resource provisions it first (see sight).
+	provisioned bool
 
 	window     uint64 // the resource's window, ns: every unit returns within it (a second more for re-holds)
 	lag        uint64 // how late the cluster may free a returned hold, ns (returnLag on a cluster, 0 in process)
