@@ -7,7 +7,7 @@ import (
 )
 
 // The JSON that -o json prints. Field names and meanings are stable and
-// documented in README ("JSON output"); new fields may be added, none are
+// documented in docs/cli.md ("Output and JSON fields"); new fields may be added, none are
 // removed or renamed. Durations are seconds (fractional), times RFC 3339
 // with nanoseconds in UTC, IDs 32 hex digits.
 

@@ -21,7 +21,7 @@ import (
 // ExitCode is what the process exits with.
 type ExitCode int
 
-// The exit codes, published in README and in --help.
+// The exit codes, published in docs/cli.md and in --help.
 const (
 	ExitOK        ExitCode = 0 // success; the request was admitted
 	ExitError     ExitCode = 1 // something went wrong
