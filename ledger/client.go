@@ -59,6 +59,7 @@ type Client struct {
 	markers   sync.Map // ledgers whose marker accounts are known to exist
 	resources sync.Map // ledger -> Resource: definitions checked against the cluster
 
+	checking        atomic.Int64 // Checks waiting for the pipeline to read (see Quiet)
 	localDenials    counter
 	leaseAdmissions atomic.Uint64
 }

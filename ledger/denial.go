@@ -60,7 +60,7 @@ func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) ([]Decisio
 			continue
 		}
 		us[i].mu.Lock()
-		d := us[i].v.verdict(parts[i].Request.Amount, t)
+		d := us[i].v.verdict(parts[i].Request.Amount, t, false)
 		us[i].mu.Unlock()
 		ds = append(ds, d)
 	}

@@ -39,9 +39,10 @@ type op struct {
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	sights  []sight   // users its holds provision first (see sight), if any
 	sights1 [1]sight
-	key     ID   // the caller's ID for the request (see Request.ID), or zero
-	marked  bool // the chain starts with key's marker (a later attempt under key)
-	payment bool // a payment: never allowed open; its second event pays
+	checks  []check // a Check's parts: no chain, answered by reads (see answerChecks)
+	key     ID      // the caller's ID for the request (see Request.ID), or zero
+	marked  bool    // the chain starts with key's marker (a later attempt under key)
+	payment bool    // a payment: never allowed open; its second event pays
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
 	explain func(t *tb.Transfer, out outcome) error
@@ -189,6 +190,11 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 	if settled {
 		c.readBack()
 		c.scanBack()
+		c.answerChecks(ops)
+	} else {
+		for _, o := range ops {
+			o.retry = o.retry || o.checks != nil // read once quiet (see Quiet)
+		}
 	}
 	f := &c.sent[c.turn] // reused: one in flight, one completing
 	c.turn ^= 1
@@ -214,13 +220,14 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 }
 
 // Quiet asks the Batcher to complete a batch before sending the next when
-// the next must see its effects: a read is due (it must follow the writes
-// of every batch before it, and find their holds in the views), the last
+// the next must see its effects: a read is due, or a check waits (a read
+// must follow the writes of every batch before it, and find their holds
+// in the views), the last
 // batch reads its accounts before answering, or coalescing merges the next
 // batch's holds by what the views know.
 func (r *runner) Quiet() bool {
 	c := (*Client)(r)
-	return c.coalesce || c.lastExact || c.readsDue()
+	return c.coalesce || c.lastExact || c.readsDue() || c.checking.Load() > 0
 }
 
 // Complete settles every op of f from the answer.
@@ -437,7 +444,7 @@ func (c *Client) build(ops []*op, b *batch) {
 		merging = c.mergeable(ops)
 	}
 	for _, o := range ops {
-		if o.local || o.err != nil {
+		if o.local || o.err != nil || o.checks != nil {
 			continue
 		}
 		if o.merge && len(merging[o.events[0].u]) > 1 {

@@ -154,17 +154,21 @@ func (c *Client) scanBack() {
 
 // read looks up the accounts of us and teaches their views what they show.
 // Only the pipeline's runner calls it, between batches.
-func (c *Client) read(us []*user) {
+func (c *Client) read(us []*user) error {
 	ids := make([]tb.Uint128, len(us))
 	for i, u := range us {
 		ids[i] = u.id.tb()
+	}
+	t, since := c.lastTS, c.lastLocal
+	if t == 0 { // no batch answered yet (a Check's read): the clock's estimate
+		since, t = c.nows()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
 	found, err := c.conn.LookupAccounts(ctx, ids)
 	cancel()
 	now := c.localNow()
 	accounts := matchAccounts(us, found)
-	t, span := c.lastTS, uint64(max(now-c.lastLocal, 0))
+	span := uint64(max(now-since, 0))
 	for i, u := range us {
 		u.lock()
 		u.v.queued = false
@@ -180,6 +184,7 @@ func (c *Client) read(us []*user) {
 		}
 		u.mu.Unlock()
 	}
+	return err
 }
 
 // readExact reads the accounts of the exact ops of a batch just settled and

@@ -345,13 +345,14 @@ func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision 
 }
 
 // verdict is the Decision v gives amount units at t without taking them:
-// LimitExceeded when they do not fit, else Admitted (but not Allowed:
-// nothing was taken). u.mu is held.
-func (v *view) verdict(amount, t uint64) Decision {
+// LimitExceeded when they do not fit, else Admitted, and Allowed if fits
+// says that units that fit are reported so (a Check), not when another
+// part of their chain was denied. u.mu is held.
+func (v *view) verdict(amount, t uint64, fits bool) Decision {
 	if v.available(t) < amount {
 		return localDenial(v, amount, t)
 	}
-	return v.report(t).decision(false, Admitted, ID{}, t)
+	return v.report(t).decision(fits, Admitted, ID{}, t)
 }
 
 // Instants that are not: see retryAt.

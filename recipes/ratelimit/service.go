@@ -472,40 +472,45 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 	return items, nil
 }
 
-// check reads what each check-only descriptor has left, taking nothing:
-// over the limit when nothing is left, as envoyproxy/ratelimit answers an
-// increment of 0 at the limit. One enforcing descriptor over its limit
+// check decides the check-only descriptors, taking nothing: over the limit
+// when nothing is left, as envoyproxy/ratelimit answers an increment of 0
+// at the limit. They are checked together, in the Client's pipeline (one
+// read shared with the checks of other requests in flight, or none when
+// the Client knows the keys). One enforcing descriptor over its limit
 // refuses the request, and the chain is not sent.
 func (s *Service) check(ctx context.Context, items []item, resp *rls.RateLimitResponse) error {
+	var idx []int
+	var parts []ledger.Part
 	for i := range items {
-		it := &items[i]
-		if it.part != partCheck {
-			continue
+		if it := &items[i]; it.part == partCheck {
+			it.part = partNone
+			idx = append(idx, i)
+			parts = append(parts, ledger.Part{Resource: it.rule.res,
+				Request: ledger.Request{User: it.user, Amount: 1, Limit: uint64(it.limit)}})
 		}
-		it.part = partNone
-		u, err := it.rule.limiter.Peek(ctx, it.user)
-		if err != nil {
-			return err
-		}
-		ds := resp.Statuses[i]
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	ds, err := s.c.CheckAll(ctx, parts)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		it, d, ds := &items[i], ds[k], resp.Statuses[i]
 		ds.CurrentLimit = currentLimit(it)
-		left := u[0].Available
-		if u[0].Limit == 0 && u[0].InFlight == 0 {
-			left = uint64(it.limit) // a user never seen: all of its limit
-		}
-		ds.LimitRemaining = uint32(min(left, math.MaxUint32))
-		ds.DurationUntilReset = durationpb.New(u[0].ResetAfter)
-		if left == 0 {
-			if it.rule.ShadowMode {
-				s.stats.count(it, outcomeShadow)
-				continue
-			}
+		ds.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
+		ds.DurationUntilReset = durationpb.New(d.ResetAfter)
+		switch {
+		case d.Allowed:
+			s.stats.count(it, outcomeWithin)
+		case it.rule.ShadowMode:
+			s.stats.count(it, outcomeShadow)
+		default:
 			s.stats.count(it, outcomeOver)
 			ds.Code = rls.RateLimitResponse_OVER_LIMIT
 			it.part = partRefused // refuses the request: nothing taken elsewhere
-			continue
 		}
-		s.stats.count(it, outcomeWithin)
 	}
 	return nil
 }

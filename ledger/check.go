@@ -1,0 +1,182 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Checks: whether units are available, taking nothing (Envoy's hits_addend
+// of 0, which a gateway sends at a request's start when it charges at its
+// end). A check is answered from the user's view when the view knows every
+// unit in flight and the limit; otherwise it is an op of the pipeline that
+// reads the user's account: the runner reads the accounts of every check of
+// a batch in one lookup_accounts, between two batches, as it reads the
+// accounts of views due a read, and answers each check from the view the
+// read taught. A check writes nothing: a key never seen is not provisioned,
+// and shows its plan's limit (or the default), all available.
+//
+// We considered a hold voided in the same chain (a pending transfer and its
+// void, linked): exact at the instant and in the same request as the holds
+// of the other parts, but two transfers stored for ever per check, and a
+// gateway checks every request. A read stores nothing, and a view that
+// knows the user answers without any I/O.
+
+// check is a part of a Check: amount units of user u, under its plan
+// (Request.Limit; 0: none).
+type check struct {
+	u      *user
+	amount uint64
+	plan   uint64
+}
+
+// Check reports whether req.Amount units of r are available to req.User
+// now, and takes nothing: the Decision is Allowed when they are, and says
+// what Acquire's would (Limit, Remaining, RetryAfter, ResetAfter) with
+// nothing taken. A user that has no account yet on a Lazy resource has all
+// of its limit (req.Limit if set, else r.DefaultLimit); it is not
+// provisioned, since a check writes nothing. Check is shorthand for
+// CheckAll with one part.
+//
+// A check is answered without I/O when this Client knows every unit in
+// flight of the user; else it reads the user's account, in one request
+// with the other checks in flight. Other processes may take units between
+// a check and the decision that follows it: only Acquire's Allowed is
+// exact.
+func (c *Client) Check(ctx context.Context, r Resource, req Request) (Decision, error) {
+	ds, err := c.CheckAll(ctx, []Part{{Resource: r, Request: req}})
+	return first(ds), err
+}
+
+// CheckAll checks every part (see Check) and returns one Decision per part,
+// in order. Nothing is taken, whatever they say.
+func (c *Client) CheckAll(ctx context.Context, parts []Part) ([]Decision, error) {
+	if len(parts) == 0 || len(parts) > BatchMax {
+		return nil, fmt.Errorf("%w: %d parts in one check", ErrTooMany, len(parts))
+	}
+	checks := make([]check, len(parts))
+	for i := range parts {
+		h := parts[i]
+		if err := validPart(h.Resource, &h.Request); err != nil {
+			return nil, err
+		}
+		if !h.Request.ID.IsZero() {
+			return nil, fmt.Errorf("%w: a check takes nothing, and takes no ID", ErrInvalidID)
+		}
+		if err := c.checkResource(ctx, h.Resource); err != nil {
+			return nil, err
+		}
+		checks[i] = check{u: c.users.get(h.Resource, h.Request.User), amount: h.Request.Amount, plan: h.Request.Limit}
+	}
+	if ds, ok := c.checkLocally(checks); ok {
+		return ds, nil
+	}
+	o := c.newOp()
+	o.checks = checks
+	c.checking.Add(1)
+	defer c.checking.Add(-1)
+	for {
+		if err := c.submit(ctx, o); err != nil {
+			return c.unansweredChecks(len(checks), err)
+		}
+		if !o.retry {
+			o.answered = true
+			ds := o.ds
+			c.freeOp(o)
+			return ds, nil
+		}
+		o.reset() // sent while a batch was completing: again, once quiet
+	}
+}
+
+// checkLocally answers checks from their users' views, if every view knows
+// every unit in flight and the limit (a plan's included).
+func (c *Client) checkLocally(checks []check) ([]Decision, bool) {
+	_, t := c.nows()
+	var ds []Decision
+	for _, ch := range checks {
+		ch.u.mu.Lock() // not lock: a check changes nothing
+		ok := ch.u.v.complete() && (ch.plan == 0 || ch.u.v.limit == ch.plan)
+		if ok {
+			ds = append(ds, ch.u.v.verdict(ch.amount, t, true))
+		}
+		ch.u.mu.Unlock()
+		if !ok {
+			return nil, false
+		}
+	}
+	return ds, true
+}
+
+// unansweredChecks applies the Client's OnUnavailable to checks the cluster
+// did not answer.
+func (c *Client) unansweredChecks(n int, err error) ([]Decision, error) {
+	if !errors.Is(err, ErrUnavailable) {
+		return nil, err
+	}
+	ds := make([]Decision, n)
+	for i := range ds {
+		ds[i] = c.unanswered(ID{})
+	}
+	if c.unavailable == ReturnError {
+		return ds, err
+	}
+	return ds, nil
+}
+
+// answerChecks answers the checks among ops: their users' accounts are
+// read in one request (every earlier batch has completed: see Quiet), and
+// each check is answered from its user's view. The runner calls it from
+// Send.
+func (c *Client) answerChecks(ops []*op) {
+	var us []*user
+	seen := map[*user]bool{}
+	for _, o := range ops {
+		for _, ch := range o.checks {
+			if !seen[ch.u] {
+				seen[ch.u] = true
+				us = append(us, ch.u)
+			}
+		}
+	}
+	if len(us) == 0 {
+		return
+	}
+	err := c.read(us)
+	t := c.clusterNow()
+	for _, o := range ops {
+		if o.checks == nil {
+			continue
+		}
+		o.local = true // nothing of it is sent in the batch's create
+		if err != nil {
+			o.err = err
+			continue
+		}
+		o.ds = make([]Decision, len(o.checks))
+		for i, ch := range o.checks {
+			o.ds[i], o.err = c.answerCheck(ch, t)
+			if o.err != nil {
+				break
+			}
+		}
+	}
+}
+
+// answerCheck answers ch at t from its user's view, just read: a user
+// without an account (or whose provisioning has not credited it yet) has
+// all of its plan's limit, or the default, on a lazy resource, and is
+// unknown on another.
+func (c *Client) answerCheck(ch check, t uint64) (Decision, error) {
+	ch.u.mu.Lock()
+	defer ch.u.mu.Unlock()
+	if ch.u.v.limitKnown {
+		return ch.u.v.verdict(ch.amount, t, true), nil
+	}
+	if !ch.u.res.Lazy {
+		return Decision{}, &UnknownUserError{Resource: ch.u.res, User: ch.u.key}
+	}
+	fresh := view{limit: cmp.Or(ch.plan, ch.u.res.DefaultLimit), limitKnown: true, window: uint64(ch.u.res.Window)}
+	return fresh.verdict(ch.amount, t, true), nil
+}
