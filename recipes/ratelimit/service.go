@@ -122,7 +122,7 @@ func New(c *ledger.Client, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{c: c, group: g, opts: o, stats: newStats(), waiting: make(chan struct{}, o.maxWaiting), overrides: map[string]*rule{}}
+	s := &Service{c: c, group: g, opts: o, stats: newStats(c), waiting: make(chan struct{}, o.maxWaiting), overrides: map[string]*rule{}}
 	s.state.Store(&state{cfg: &Config{domains: map[string]*level{}}, rules: map[*Rule]*rule{}})
 	return s, nil
 }
@@ -316,7 +316,11 @@ const (
 // limit takes its hits from it (the request's hits_addend, 0 meaning 1, or
 // the descriptor's own, where 0 checks without taking), as one chain, all
 // or none. See the package documentation for the answer's fields.
-func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (resp *rls.RateLimitResponse, err error) {
+	start := time.Now()
+	defer func() {
+		s.stats.latency.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	}()
 	select {
 	case s.waiting <- struct{}{}:
 		defer func() { <-s.waiting }()
@@ -334,7 +338,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	// Everything the cluster is asked ends before the caller's deadline.
 	ctx, cancel := answerBefore(ctx)
 	defer cancel()
-	resp, err := s.decide(ctx, req)
+	resp, err = s.decide(ctx, req)
 	if err != nil && s.opts.failsOpen() && errors.Is(err, ledger.ErrUnavailable) {
 		return okResponse(len(req.GetDescriptors())), nil
 	}

@@ -4,7 +4,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes"
+	"github.com/tblimit/tblimit/recipes/metrics"
 )
 
 // nearLimitRatio: an admitted hit that leaves less than this share of the
@@ -27,9 +29,15 @@ const (
 type stats struct {
 	total, within, near, over, shadow *prometheus.CounterVec
 	loads                             *prometheus.CounterVec
+	// latency is how long calls took to answer, by gRPC code (OK, or the
+	// error's); cluster is what the service's ledger.Client sent to
+	// TigerBeetle (tblimit_tigerbeetle_*, tblimit_local_denials_total, ...),
+	// so that requests per decision can be read off both.
+	latency *prometheus.HistogramVec
+	cluster *metrics.Collector
 }
 
-func newStats() *stats {
+func newStats(c *ledger.Client) *stats {
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_" + name, Help: help}, []string{"domain", "descriptor"})
 	}
@@ -41,6 +49,10 @@ func newStats() *stats {
 		shadow: vec("shadow_mode_total", "Hits a rule in shadow_mode would have refused, answered OK (counted in over_limit_total too)."),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_config_loads_total",
 			Help: "Configuration loads, by result (success, error): a refused one leaves the last good configuration in force."}, []string{"result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tblimit_ratelimit_call_duration_seconds",
+			Help:    "How long ShouldRateLimit calls took to answer, by gRPC code.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"code"}),
+		cluster: metrics.New(c),
 	}
 }
 
@@ -62,11 +74,13 @@ func (s *stats) count(it *item, o outcome) {
 }
 
 func (s *stats) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.total, s.within, s.near, s.over, s.shadow, s.loads}
+	return []prometheus.Collector{s.total, s.within, s.near, s.over, s.shadow, s.loads, s.latency, s.cluster}
 }
 
 // Describe implements prometheus.Collector: the service's counters per
-// domain and descriptor (tblimit_ratelimit_*).
+// domain and descriptor and its calls' latency (tblimit_ratelimit_*), and
+// what its ledger.Client sent to TigerBeetle (tblimit_tigerbeetle_*, see
+// package recipes/metrics).
 func (s *Service) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range s.stats.collectors() {
 		c.Describe(ch)
