@@ -200,7 +200,7 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
 	if f.b.sightings(ops); len(f.b.accounts) > 0 {
-		ares, err := c.conn.CreateAccounts(patient, f.b.accounts)
+		ares, err := c.conn.CreateAccountsAhead(patient, f.b.accounts)
 		if err != nil {
 			f.err = err
 			return f

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -569,34 +570,52 @@ func TestJournalKillChild(t *testing.T) {
 		fmt.Println("error", err)
 		return
 	}
+	// Writers at once, so that their requests share fsyncs (group commit),
+	// and some of them provisioned ahead of their create (deferred).
+	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 0))
-	for {
-		n := 1 + rng.IntN(8189)
-		if rng.IntN(2) == 0 {
-			n = 1 + rng.IntN(20)
-		}
-		ts := make([]tb.Transfer, n)
-		for i := range ts {
-			ts[i] = tb.Transfer{ID: tb.ID(), DebitAccountID: a, CreditAccountID: b, Amount: tb.ToUint128(1), Ledger: 7, Code: 1}
-		}
-		res, err := j.CreateTransfers(ts)
-		if err != nil {
-			fmt.Fprintln(out, "error", err)
-			out.Flush()
-			return
-		}
-		for _, r := range res {
-			if r.Status != tb.TransferCreated {
-				fmt.Fprintln(out, "error", r.Status)
-				out.Flush()
-				return
-			}
-		}
-		last := ts[n-1].ID.Bytes()
-		fmt.Fprintf(out, "ack %d %s\n", n, hex.EncodeToString(last[:]))
+	say := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(out, format, args...)
 		out.Flush()
+		mu.Unlock()
 	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(w)))
+			for {
+				if rng.IntN(4) == 0 {
+					if _, err := j.CreateAccountsDeferred([]tb.Account{{ID: tb.ID(), Ledger: 7, Code: 2}}); err != nil {
+						say("error %v\n", err)
+						return
+					}
+				}
+				n := 1 + rng.IntN(8189)
+				if rng.IntN(2) == 0 {
+					n = 1 + rng.IntN(20)
+				}
+				ts := make([]tb.Transfer, n)
+				for i := range ts {
+					ts[i] = tb.Transfer{ID: tb.ID(), DebitAccountID: a, CreditAccountID: b, Amount: tb.ToUint128(1), Ledger: 7, Code: 1}
+				}
+				res, err := j.CreateTransfers(ts)
+				if err != nil {
+					say("error %v\n", err)
+					return
+				}
+				for _, r := range res {
+					if r.Status != tb.TransferCreated {
+						say("error %v\n", r.Status)
+						return
+					}
+				}
+				last := ts[n-1].ID.Bytes()
+				say("ack %d %s\n", n, hex.EncodeToString(last[:]))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Every acknowledged request survives kill -9 at any moment, and the
@@ -715,5 +734,82 @@ func TestJournalClockOutOfRange(t *testing.T) {
 	got, err := j2.LookupAccounts([]tb.Uint128{u(1), u(2)})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after reopening: LookupAccounts = %d accounts, %v; want 1", len(got), err)
+	}
+}
+
+// Concurrent create requests share their fsyncs; a lone one waits for one
+// of its own; accounts written ahead of a create are made durable by its
+// fsync; and Close makes durable what is left.
+func TestJournalGroupCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tb.ToUint128(1), tb.ToUint128(2)
+	if _, err := j.CreateAccounts([]tb.Account{{ID: a, Ledger: 7, Code: 1}, {ID: b, Ledger: 7, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	transfer := func() []tb.Transfer {
+		return []tb.Transfer{{ID: tb.ID(), DebitAccountID: a, CreditAccountID: b, Amount: tb.ToUint128(1), Ledger: 7, Code: 1}}
+	}
+	syncs := j.Syncs()
+	for range 5 {
+		if _, err := j.CreateTransfers(transfer()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := j.Syncs() - syncs; got != 5 {
+		t.Errorf("5 requests one after the other: %d fsyncs, want 5", got)
+	}
+	syncs = j.Syncs()
+	const writers, each = 32, 20
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				if _, err := j.CreateTransfers(transfer()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := j.Syncs() - syncs; got >= writers*each || got < 1 {
+		t.Errorf("%d requests at once: %d fsyncs, want fewer (shared)", writers*each, got)
+	} else {
+		t.Logf("%d requests at once: %d fsyncs", writers*each, got)
+	}
+	syncs = j.Syncs()
+	ahead := tb.ID()
+	if _, err := j.CreateAccountsDeferred([]tb.Account{{ID: ahead, Ledger: 7, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Syncs() - syncs; got != 0 {
+		t.Errorf("accounts written ahead: %d fsyncs, want none", got)
+	}
+	if _, err := j.CreateTransfers(transfer()); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Syncs() - syncs; got != 1 {
+		t.Errorf("accounts ahead and the create after them: %d fsyncs, want 1", got)
+	}
+	late := tb.ID()
+	if _, err := j.CreateAccountsDeferred([]tb.Account{{ID: late, Ledger: 7, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	records := j.Records()
+	j.Close()
+	j, err = embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if got := j.Records(); got != records {
+		t.Errorf("reopened: %d records, want %d", got, records)
+	}
+	if found, err := j.LookupAccounts([]tb.Uint128{ahead, late}); err != nil || len(found) != 2 {
+		t.Errorf("reopened: accounts written ahead = %v, %v; want both", found, err)
 	}
 }

@@ -267,6 +267,14 @@ func (c *Conn) CreateAccounts(ctx context.Context, as []tb.Account) ([]tb.Create
 	return split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.tb.CreateAccounts)
 }
 
+// CreateAccountsAhead is CreateAccounts for accounts that a create of
+// transfers follows at once, from the same goroutine: an engine that makes
+// requests durable one by one (an embedded journal) may leave these to the
+// fsync of the create that follows.
+func (c *Conn) CreateAccountsAhead(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
+	return split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.counted.createAccountsDeferred)
+}
+
 // split sends events in requests the cluster accepts (c.createCap),
 // sending a request it refuses as too large again in smaller parts (it is
 // refused whole, so that is safe). linked tells which events continue a
