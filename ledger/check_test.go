@@ -3,8 +3,6 @@ package ledger_test
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,31 +99,18 @@ func TestChecksShareARead(t *testing.T) {
 	if d, err := c.Check(ctx, r, ledger.Request{User: "first", Amount: 1}); err != nil || !d.Allowed {
 		t.Fatalf("Check(first) = %+v, %v", d, err)
 	}
-	g.armed.Store(true)
-	go c.Acquire(ctx, r, ledger.Request{User: "first", Amount: 1})
-	<-g.held
 	const n = 16
-	base := runtime.NumGoroutine()
 	before := c.Stats()
-	var wg sync.WaitGroup
 	var fits atomic.Int64
-	for i := range n {
-		wg.Go(func() {
-			d, err := c.Check(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
-			if err != nil {
-				t.Error(err)
-			}
-			if d.Allowed && d.Remaining == 3 {
-				fits.Add(1)
-			}
-		})
-	}
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() < base+n && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(g.release)
-	wg.Wait()
+	behindHeldBatch(t, c, r, g, n, func(i int) {
+		d, err := c.Check(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
+		if err != nil {
+			t.Error(err)
+		}
+		if d.Allowed && d.Remaining == 3 {
+			fits.Add(1)
+		}
+	})
 	if fits.Load() != n {
 		t.Fatalf("%d of %d checks of new keys said 3 of 3 fit, want all", fits.Load(), n)
 	}

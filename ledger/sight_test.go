@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/ledger/simnet"
 	"github.com/tblimit/tblimit/testenv"
 )
 
@@ -146,6 +144,28 @@ func (g *gated) CreateTransfers(ts []tb.Transfer) ([]tb.CreateTransferResult, er
 	return g.Client.CreateTransfers(ts)
 }
 
+// behindHeldBatch makes n calls at once (call(i) for each i) behind a batch
+// held in flight, so that they go to the cluster together when it is
+// released, as calls do behind a request on its way.
+func behindHeldBatch(t *testing.T, c *ledger.Client, r ledger.Resource, g *gated, n int, call func(i int)) {
+	t.Helper()
+	g.armed.Store(true)
+	go c.Acquire(ctx, r, ledger.Request{User: "first", Amount: 1})
+	<-g.held
+	base := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { call(i) })
+	}
+	// Let them reach the pipeline (each is a few microseconds of work).
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() < base+n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(g.release)
+	wg.Wait()
+}
+
 // First sights in flight at once share their requests: one create_accounts
 // for all of them, and their credits and holds in one create.
 func TestFirstSightsShareRequests(t *testing.T) {
@@ -160,33 +180,18 @@ func TestFirstSightsShareRequests(t *testing.T) {
 	if d := acquire(t, c, r, "first", 1); !d.Allowed {
 		t.Fatalf("Acquire(first) = %+v", d)
 	}
-	// A call in flight, held: the next calls wait for it together.
-	g.armed.Store(true)
-	go c.Acquire(ctx, r, ledger.Request{User: "first", Amount: 1})
-	<-g.held
 	const n = 16
-	base := runtime.NumGoroutine()
 	before := c.Stats()
-	var wg sync.WaitGroup
 	var admitted atomic.Int64
-	for i := range n {
-		wg.Go(func() {
-			d, err := c.Acquire(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
-			if err != nil {
-				t.Error(err)
-			}
-			if d.Allowed && d.Remaining == 0 && d.Limit == 3 {
-				admitted.Add(1)
-			}
-		})
-	}
-	// Let them reach the pipeline (each is a few microseconds of work).
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() < base+n && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(g.release)
-	wg.Wait()
+	behindHeldBatch(t, c, r, g, n, func(i int) {
+		d, err := c.Acquire(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
+		if err != nil {
+			t.Error(err)
+		}
+		if d.Allowed && d.Remaining == 0 && d.Limit == 3 {
+			admitted.Add(1)
+		}
+	})
 	if admitted.Load() != n {
 		t.Fatalf("%d of %d first sights admitted all 3 of 3, want all", admitted.Load(), n)
 	}
@@ -194,54 +199,6 @@ func TestFirstSightsShareRequests(t *testing.T) {
 	if per := float64(a+tr+rd) / n; per > 0.5 || a > 2 {
 		t.Errorf("%d first sights at once: %d create_accounts, %d create_transfers, %d reads (%.2f requests a decision), want at most 0.5, in one or two batches", n, a, tr, rd, per)
 	}
-}
-
-// Two processes meeting the same new keys at the same instants, over a
-// network, admit exactly each key's limit between them: each provisions
-// the key (once, whichever comes first) and no hold comes before a credit.
-func TestTwoProcessesMeetNewKeys(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
-		_, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
-		clients := make([]*ledger.Client, 2)
-		for i := range clients {
-			if b.Real {
-				clients[i] = ledger.New(b.Client, ledger.WithNow(b.Now))
-			} else { // the engine behind a real client's costs: requests interleave as on a cluster
-				sc := simnet.New(b.Client, simnet.RealServer0179)
-				t.Cleanup(sc.Close)
-				clients[i] = ledger.New(sc, ledger.WithNow(b.Now))
-			}
-		}
-		var mu sync.Mutex
-		asked, admitted := map[string]int{}, map[string]int{}
-		var wg sync.WaitGroup
-		for caller := range 128 {
-			c := clients[caller%2]
-			wg.Go(func() {
-				z := rand.NewZipf(rand.New(rand.NewPCG(uint64(caller/2), 7)), 1.1, 1, 99)
-				for range 10 {
-					u := fmt.Sprint("k", z.Uint64())
-					d, err := c.Acquire(ctx, r, ledger.Request{User: u, Amount: 1})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					asked[u]++
-					if d.Allowed {
-						admitted[u]++
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		for u, n := range asked {
-			if want := min(n, 10); admitted[u] != want {
-				t.Errorf("key %s: %d admitted of %d asked by two processes, want %d", u, admitted[u], n, want)
-			}
-		}
-	})
 }
 
 // failing is a cluster whose next create_transfers fails, as if the

@@ -15,6 +15,14 @@ import (
 	"github.com/tblimit/tblimit/testenv"
 )
 
+// clientsPerHour limits each client to 5 requests an hour.
+const clientsPerHour = `
+domain: DOMAIN
+descriptors:
+  - key: client
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`
+
 // Keys as a gateway sends them, most never seen: a first sight costs one
 // create_accounts and one create, a known key one create, and a check
 // (hits_addend 0) of a key never seen writes nothing and reads its account
@@ -22,12 +30,7 @@ import (
 func TestKeysAsTheyArrive(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c := ledger.New(b.Client, ledger.WithNow(b.Now))
-		e := start(t, b, c, `
-domain: DOMAIN
-descriptors:
-  - key: client
-    rate_limit: {unit: hour, requests_per_unit: 5}
-`)
+		e := start(t, b, c, clientsPerHour)
 		e.ask(desc("client", "warm")) // the rule's resource is checked once
 		const n = 10
 		before := c.Stats()
@@ -72,12 +75,7 @@ descriptors:
 func TestMetricsShowClusterRequests(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c := ledger.New(b.Client, ledger.WithNow(b.Now))
-		e := start(t, b, c, `
-domain: DOMAIN
-descriptors:
-  - key: client
-    rate_limit: {unit: hour, requests_per_unit: 5}
-`)
+		e := start(t, b, c, clientsPerHour)
 		for i := range 4 {
 			e.ask(desc("client", fmt.Sprint("m", i)))
 		}
