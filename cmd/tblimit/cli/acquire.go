@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type acquireOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	User     string
@@ -20,9 +21,9 @@ type acquireOptions struct {
 	Ref      uint64
 }
 
-func newCmdAcquire(f *factory, runF func(context.Context, *acquireOptions) error) *cobra.Command {
-	opts := &acquireOptions{Connect: f.connect, Printer: f.printer}
-	var req requestFlags
+func newCmdAcquire(f *cmdutil.Factory, runF func(context.Context, *acquireOptions) error) *cobra.Command {
+	opts := &acquireOptions{Connect: f.Connect, Printer: f.Printer}
+	var req cmdutil.RequestFlags
 	cmd := &cobra.Command{
 		Use:   "acquire RESOURCE USER [AMOUNT]",
 		Short: "Take units of a resource for a user (exit 3 when a limit denies)",
@@ -32,19 +33,19 @@ resource for a user. The units return by themselves one window later.
 Exits 0 when admitted and 3 when the limit denies (nothing is taken); the
 output says how many units remain and, when denied, when to retry.`,
 		Args:              cobra.RangeArgs(2, 3),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.User, err = keyArg("USER", args[1]); err != nil {
+			if opts.User, err = cmdutil.KeyArg("USER", args[1]); err != nil {
 				return err
 			}
 			opts.Amount = 1
 			if len(args) == 3 {
-				if opts.Amount, err = parseAmount(args[2]); err != nil {
-					return usagef("AMOUNT %w", err)
+				if opts.Amount, err = cmdutil.ParseAmount(args[2]); err != nil {
+					return cmdutil.Usagef("AMOUNT %w", err)
 				}
 			}
-			if opts.ID, opts.Ref, err = req.parse(); err != nil {
+			if opts.ID, opts.Ref, err = req.Parse(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -53,14 +54,14 @@ output says how many units remain and, when denied, when to retry.`,
 			return acquireRun(cmd.Context(), opts)
 		},
 	}
-	req.bind(cmd, "an acquire")
+	req.Bind(cmd, "an acquire")
 	return cmd
 }
 
 func acquireRun(ctx context.Context, opts *acquireOptions) error {
 	var d ledger.Decision
 	var r ledger.Resource
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
 		r = res
 		if r.Kind == ledger.KindMoney {
 			return fmt.Errorf("%s is a money resource: use tblimit pay", r.Name)
@@ -72,15 +73,15 @@ func acquireRun(ctx context.Context, opts *acquireOptions) error {
 			}
 		}
 		d, err = c.Acquire(ctx, r, ledger.Request{User: opts.User, Amount: opts.Amount, ID: opts.ID, Ref: opts.Ref})
-		return usedID(retryable(err))
+		return cmdutil.UsedID(cmdutil.Retryable(err))
 	})
 	if err != nil {
 		return err
 	}
-	out := decisionOut(r, opts.Amount, d)
+	out := cmdutil.DecisionOut(r, opts.Amount, d)
 	out.User = opts.User
 	p := opts.Printer()
-	return emitDecision(p, out, d, func() {
-		printDecision(p, fmt.Sprintf("%d of %s for %q", opts.Amount, r.Name, opts.User), d)
+	return cmdutil.EmitDecision(p, out, d, func() {
+		cmdutil.PrintDecision(p, fmt.Sprintf("%d of %s for %q", opts.Amount, r.Name, opts.User), d)
 	})
 }

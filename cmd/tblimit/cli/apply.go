@@ -12,20 +12,21 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type applyOptions struct {
-	Connect connectFunc
-	Printer func() *printer
-	Open    openFunc
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
+	Open    cmdutil.OpenFunc
 
 	File   string // - for standard input
 	DryRun bool
 }
 
-func newCmdApply(f *factory, runF func(context.Context, *applyOptions) error) *cobra.Command {
-	opts := &applyOptions{Connect: f.connect, Printer: f.printer, Open: f.open}
+func newCmdApply(f *cmdutil.Factory, runF func(context.Context, *applyOptions) error) *cobra.Command {
+	opts := &applyOptions{Connect: f.Connect, Printer: f.Printer, Open: f.Open}
 	cmd := &cobra.Command{
 		Use:   "apply -f limits.yaml [--dry-run]",
 		Short: "Create or change resources and user limits to match a YAML file",
@@ -62,7 +63,7 @@ is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.File == "" {
-				return usagef("-f/--file is required: the YAML file to apply (- for standard input)")
+				return cmdutil.Usagef("-f/--file is required: the YAML file to apply (- for standard input)")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -99,7 +100,7 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	out := applyJSON{DryRun: opts.DryRun, Changes: []changeJSON{}}
-	err = withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
+	err = cmdutil.WithLedger(ctx, opts.Connect, func(c *ledger.Client) error {
 		plan, unchanged, err := planApply(ctx, c, name, want)
 		if err != nil {
 			return err
@@ -115,7 +116,7 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 			}
 		}
 		for _, fr := range want {
-			err := provision(ctx, c, fr.Resource, plan.users[fr.Ledger], func(_, _ int, err error) error {
+			err := cmdutil.Provision(ctx, c, fr.Resource, plan.users[fr.Ledger], func(_, _ int, err error) error {
 				if err != nil {
 					return fmt.Errorf("provisioning users of %s (apply the file again to complete it): %w", fr.Name, err)
 				}
@@ -132,32 +133,32 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() { printApply(p, name, out) })
+	return p.Emit(out, func() { printApply(p, name, out) })
 }
 
 // printApply prints the changes apply made, or would make.
-func printApply(p *printer, name string, out applyJSON) {
+func printApply(p *cmdutil.Printer, name string, out applyJSON) {
 	for _, ch := range out.Changes {
 		switch ch.Action {
 		case "create_resource":
-			p.printf("%s create resource %s (%s, ledger %d", p.paint(green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
+			p.Printf("%s create resource %s (%s, ledger %d", p.Paint(cmdutil.Green, "+"), ch.Resource, ch.Definition.Kind, ch.Definition.Ledger)
 			if ch.Definition.CurrencyLedger != 0 {
-				p.printf(", currency ledger %d", ch.Definition.CurrencyLedger)
+				p.Printf(", currency ledger %d", ch.Definition.CurrencyLedger)
 			}
-			p.printf("): %d per %s\n", ch.Definition.DefaultLimit, formatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
+			p.Printf("): %d per %s\n", ch.Definition.DefaultLimit, cmdutil.FormatWindow(time.Duration(ch.Definition.WindowSeconds)*time.Second))
 		case "add_user":
-			p.printf("%s add user %q to %s with limit %d\n", p.paint(green, "+"), ch.User, ch.Resource, *ch.Limit)
+			p.Printf("%s add user %q to %s with limit %d\n", p.Paint(cmdutil.Green, "+"), ch.User, ch.Resource, *ch.Limit)
 		case "set_limit":
-			p.printf("%s set limit of %q on %s: %d -> %d\n", p.paint(amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
+			p.Printf("%s set limit of %q on %s: %d -> %d\n", p.Paint(cmdutil.Amber, "~"), ch.User, ch.Resource, *ch.OldLimit, *ch.Limit)
 		}
 	}
 	switch {
 	case out.DryRun:
-		p.printf("dry run: %s would be made, %s already match; nothing was written\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+		p.Printf("dry run: %s would be made, %s already match; nothing was written\n", cmdutil.Plural(len(out.Changes), "change"), cmdutil.Plural(out.Unchanged, "user"))
 	case len(out.Changes) == 0:
-		p.printf("nothing to do: %s matches (%s)\n", name, plural(out.Unchanged, "user"))
+		p.Printf("nothing to do: %s matches (%s)\n", name, cmdutil.Plural(out.Unchanged, "user"))
 	default:
-		p.printf("applied %s; %s already matched\n", plural(len(out.Changes), "change"), plural(out.Unchanged, "user"))
+		p.Printf("applied %s; %s already matched\n", cmdutil.Plural(len(out.Changes), "change"), cmdutil.Plural(out.Unchanged, "user"))
 	}
 }
 
@@ -176,14 +177,14 @@ func planApply(ctx context.Context, c *ledger.Client, name string, want []fileRe
 		return plan, 0, err
 	}
 	for _, fr := range want {
-		err := checkNewResource(fr.Resource, all)
+		err := cmdutil.CheckNewResource(fr.Resource, all)
 		switch {
-		case errors.Is(err, errExists):
+		case errors.Is(err, cmdutil.ErrResourceExists):
 		case err != nil:
 			return plan, 0, fmt.Errorf("%s:%d: resource %s: %w", name, fr.line, fr.Name, err)
 		default:
 			plan.create = append(plan.create, fr.Resource)
-			def := resourceOut(fr.Resource)
+			def := cmdutil.ResourceOut(fr.Resource)
 			plan.changes = append(plan.changes, changeJSON{Action: "create_resource", Resource: fr.Name, Definition: &def})
 		}
 	}
@@ -374,13 +375,6 @@ func yamlProblem(err error) string {
 	return msg
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
-
 // pairs iterates over the keys and values of a mapping node.
 func pairs(m *yaml.Node) func(func(k, v *yaml.Node) bool) {
 	return func(yield func(k, v *yaml.Node) bool) {
@@ -430,19 +424,19 @@ func parseFileResource(at atFunc, n *yaml.Node) (fileResource, error) {
 				return fr, at(v, "kind %q: want requests, bytes or money", s)
 			}
 		case "ledger":
-			if fr.Ledger, err = parseLedger(s); err != nil {
+			if fr.Ledger, err = cmdutil.ParseLedger(s); err != nil {
 				return fr, at(v, "ledger %v", err)
 			}
 		case "currency":
-			if fr.Currency, err = parseLedger(s); err != nil {
+			if fr.Currency, err = cmdutil.ParseLedger(s); err != nil {
 				return fr, at(v, "currency %v", err)
 			}
 		case "window":
-			if fr.Window, err = parseWindow(s); err != nil {
+			if fr.Window, err = cmdutil.ParseWindow(s); err != nil {
 				return fr, at(v, "window %v", err)
 			}
 		case "default_limit":
-			if fr.DefaultLimit, err = parseLimit(s); err != nil {
+			if fr.DefaultLimit, err = cmdutil.ParseLimit(s); err != nil {
 				return fr, at(v, "default_limit %v", err)
 			}
 		case "lazy":
@@ -498,7 +492,7 @@ func parseFileUsers(at atFunc, n *yaml.Node) ([]fileUser, error) {
 				}
 				u.key, hasKey = key, true
 			case "limit":
-				n, err := parseLimit(v.Value)
+				n, err := cmdutil.ParseLimit(v.Value)
 				if err != nil {
 					return nil, at(v, "limit %v", err)
 				}
@@ -513,4 +507,20 @@ func parseFileUsers(at atFunc, n *yaml.Node) ([]fileUser, error) {
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// applyJSON is the answer to apply.
+type applyJSON struct {
+	DryRun    bool         `json:"dry_run"` // true: nothing was written
+	Changes   []changeJSON `json:"changes"`
+	Unchanged int          `json:"unchanged"` // users that already matched the file
+}
+
+type changeJSON struct {
+	Action     string                `json:"action"` // create_resource, add_user or set_limit
+	Resource   string                `json:"resource"`
+	User       string                `json:"user,omitempty"`
+	Limit      *uint64               `json:"limit,omitempty"`      // add_user, set_limit: the new limit
+	OldLimit   *uint64               `json:"old_limit,omitempty"`  // set_limit
+	Definition *cmdutil.ResourceJSON `json:"definition,omitempty"` // create_resource
 }

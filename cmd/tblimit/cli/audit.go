@@ -9,24 +9,25 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type auditOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 	ErrOut  io.Writer // notices: users that could not be audited
 	Now     func() time.Time
 
 	Resource string
-	User     string // "": every user of the resource
-	Since    *when  // nil: from the first hold
-	Until    *when  // nil: until now
+	User     string        // "": every user of the resource
+	Since    *cmdutil.When // nil: from the first hold
+	Until    *cmdutil.When // nil: until now
 }
 
-func newCmdAudit(f *factory, runF func(context.Context, *auditOptions) error) *cobra.Command {
-	opts := &auditOptions{Connect: f.connect, Printer: f.printer, ErrOut: f.errOut, Now: f.now}
-	var span spanFlags
+func newCmdAudit(f *cmdutil.Factory, runF func(context.Context, *auditOptions) error) *cobra.Command {
+	opts := &auditOptions{Connect: f.Connect, Printer: f.Printer, ErrOut: f.ErrOut, Now: f.Now}
+	var span cmdutil.SpanFlags
 	cmd := &cobra.Command{
 		Use:   "audit RESOURCE [USER] [--since D|TIME] [--until D|TIME]",
 		Short: "Check what the cluster recorded against the limits (exit 4 when a user was over)",
@@ -47,15 +48,15 @@ Exits 0 when every user was within its limit and 4 when one was over (the
 table says who and where). A user provisioned with a long key by an older
 tblimit, which did not keep it, is listed by its account.`,
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
 			if len(args) == 2 {
-				if opts.User, err = keyArg("USER", args[1]); err != nil {
+				if opts.User, err = cmdutil.KeyArg("USER", args[1]); err != nil {
 					return err
 				}
 			}
-			if opts.Since, opts.Until, err = span.parse(); err != nil {
+			if opts.Since, opts.Until, err = span.Parse(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -64,19 +65,19 @@ tblimit, which did not keep it, is listed by its account.`,
 			return auditRun(cmd.Context(), opts)
 		},
 	}
-	span.bind(cmd, "check holds")
+	span.Bind(cmd, "check holds")
 	return cmd
 }
 
 // overLimit ends an audit that found a user over its limit: exit 4, and
 // no error message (the audit was printed).
-var overLimit = &silentError{code: ExitOverLimit}
+var overLimit = &cmdutil.SilentError{Code: cmdutil.ExitOverLimit}
 
 func auditRun(ctx context.Context, opts *auditOptions) error {
 	now := opts.Now()
-	since, until := opts.Since.time(now), opts.Until.time(now)
-	out := auditJSON{Since: rfc3339(since), Until: rfc3339(until), OK: true, Users: []auditUserJSON{}, Unaudited: []string{}}
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
+	since, until := opts.Since.Time(now), opts.Until.Time(now)
+	out := auditJSON{Since: cmdutil.RFC3339(since), Until: cmdutil.RFC3339(until), OK: true, Users: []auditUserJSON{}, Unaudited: []string{}}
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
 		if opts.User != "" {
 			a, err := c.Audit(ctx, r, opts.User, since, until)
@@ -105,7 +106,7 @@ func auditRun(ctx context.Context, opts *auditOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	if err := p.emit(out, func() { printAudit(p, out) }); err != nil {
+	if err := p.Emit(out, func() { printAudit(p, out) }); err != nil {
 		return err
 	}
 	if !out.OK {
@@ -114,35 +115,35 @@ func auditRun(ctx context.Context, opts *auditOptions) error {
 	return nil
 }
 
-func printAudit(p *printer, out auditJSON) {
-	if p.tty || len(out.Users) == 0 {
+func printAudit(p *cmdutil.Printer, out auditJSON) {
+	if p.TTY || len(out.Users) == 0 {
 		over := 0
 		for _, u := range out.Users {
 			if !u.OK {
 				over++
 			}
 		}
-		verdict := p.paint(green, "all within their limits")
+		verdict := p.Paint(cmdutil.Green, "all within their limits")
 		if over > 0 {
-			verdict = p.paint(red, fmt.Sprintf("%d over", over))
+			verdict = p.Paint(cmdutil.Red, fmt.Sprintf("%d over", over))
 		}
-		p.printf("audit of %s: %s, %s\n", out.Resource, plural(len(out.Users), "user"), verdict)
+		p.Printf("audit of %s: %s, %s\n", out.Resource, cmdutil.Plural(len(out.Users), "user"), verdict)
 	}
 	rows := make([][]string, len(out.Users))
 	for i, u := range out.Users {
 		verdict := "ok"
 		if !u.OK {
-			verdict = fmt.Sprintf("OVER in %s", plural(len(u.Over), "window"))
+			verdict = fmt.Sprintf("OVER in %s", cmdutil.Plural(len(u.Over), "window"))
 		}
-		user := displayKey(u.User)
+		user := cmdutil.DisplayKey(u.User)
 		if u.User == "" {
 			user = u.ID // a key that is not stored
 		}
-		rows[i] = []string{user, u64(u.Limit), u64(u.MostInWindow), u.WindowStart, u64(u.MostInFlight),
-			strconv.Itoa(u.Holds), u64(u.Units), strconv.Itoa(u.Ended), verdict}
+		rows[i] = []string{user, cmdutil.U64(u.Limit), cmdutil.U64(u.MostInWindow), u.WindowStart, cmdutil.U64(u.MostInFlight),
+			strconv.Itoa(u.Holds), cmdutil.U64(u.Units), strconv.Itoa(u.Ended), verdict}
 	}
 	if len(rows) > 0 {
-		p.table([]string{"USER", "LIMIT", "MOST IN WINDOW", "WINDOW START", "MOST IN FLIGHT", "HOLDS", "UNITS", "ENDED", "RESULT"}, rows)
+		p.Table([]string{"USER", "LIMIT", "MOST IN WINDOW", "WINDOW START", "MOST IN FLIGHT", "HOLDS", "UNITS", "ENDED", "RESULT"}, rows)
 	}
 }
 
@@ -176,12 +177,12 @@ type auditUserJSON struct {
 func auditUserOut(key string, id ledger.ID, a ledger.Audit) auditUserJSON {
 	out := auditUserJSON{User: key, ID: id.String(), OK: a.OK(), Limit: a.Limit, LimitMin: a.LimitMin, LimitMax: a.LimitMax,
 		InFlightOver: a.InFlightOver, Holds: a.Holds, Units: a.Units, Ended: a.Ended,
-		MostInWindow: a.MostInWindow, MostInFlight: a.MostInFlight, WindowStart: rfc3339(a.WindowStart), Over: []string{}}
+		MostInWindow: a.MostInWindow, MostInFlight: a.MostInFlight, WindowStart: cmdutil.RFC3339(a.WindowStart), Over: []string{}}
 	if a.MostInWindow == 0 {
 		out.WindowStart = ""
 	}
 	for _, t := range a.Over {
-		out.Over = append(out.Over, rfc3339(t))
+		out.Over = append(out.Over, cmdutil.RFC3339(t))
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/recipes"
@@ -19,8 +20,8 @@ type demoOptions struct {
 	Window time.Duration
 }
 
-func newCmdDemo(f *factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
-	opts := &demoOptions{Out: f.out}
+func newCmdDemo(f *cmdutil.Factory, runF func(context.Context, *demoOptions) error) *cobra.Command {
+	opts := &demoOptions{Out: f.Out}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the three recipes end to end on an in-memory embedded engine",
@@ -30,7 +31,7 @@ denied and replenished. It waits for one window of real time per recipe.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := ledger.WindowSeconds(opts.Window); err != nil {
-				return usagef("--window: %w", err)
+				return cmdutil.Usagef("--window: %w", err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

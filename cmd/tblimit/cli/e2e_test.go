@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/internal/launch"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
@@ -33,7 +34,7 @@ func acceptRequests(t *testing.T, e *cliEnv, resource, ledgerNo string, w time.D
 	e.ok("resources", "create", resource, "--kind", "requests", "--ledger", ledgerNo, "--window", w.String(), "--limit", "5")
 	e.ok("users", "add", resource, "alice")
 	var first time.Time
-	within := func(d decisionJSON) bool {
+	within := func(d cmdutil.DecisionJSON) bool {
 		t.Helper()
 		at, err := time.Parse(time.RFC3339Nano, d.Time)
 		if err != nil {
@@ -49,8 +50,8 @@ func acceptRequests(t *testing.T, e *cliEnv, resource, ledgerNo string, w time.D
 		return true
 	}
 	for i := 1; i <= 5; i++ {
-		var d decisionJSON
-		e.json(ExitOK, &d, "acquire", resource, "alice")
+		var d cmdutil.DecisionJSON
+		e.json(cmdutil.ExitOK, &d, "acquire", resource, "alice")
 		if !within(d) {
 			return false
 		}
@@ -62,24 +63,24 @@ func acceptRequests(t *testing.T, e *cliEnv, resource, ledgerNo string, w time.D
 	// The seventh's exit code is checked after its time: a first unit that
 	// returned meanwhile admits it, which a longer window cures.
 	r7 := e.run("-o", "json", "acquire", resource, "alice")
-	var d decisionJSON
+	var d cmdutil.DecisionJSON
 	if err := json.Unmarshal([]byte(r7.stdout), &d); err != nil {
 		t.Fatalf("tblimit -o json acquire %s alice = exit %d, %q: %v; stderr %q", resource, r7.code, r7.stdout, err, r7.stderr)
 	}
 	if !within(d) { // the sixth came before this seventh, so within the window too
 		return false
 	}
-	if r7.code != ExitDenied {
-		t.Fatalf("acquire 7 = exit %d, want %d: %+v", r7.code, ExitDenied, d)
+	if r7.code != cmdutil.ExitDenied {
+		t.Fatalf("acquire 7 = exit %d, want %d: %+v", r7.code, cmdutil.ExitDenied, d)
 	}
-	if r.code != ExitDenied || !strings.Contains(r.stdout, "denied (limit exceeded)") || r.stderr != "" {
+	if r.code != cmdutil.ExitDenied || !strings.Contains(r.stdout, "denied (limit exceeded)") || r.stderr != "" {
 		t.Fatalf("acquire 6 = exit %d, stdout %q, stderr %q; want a denial on stdout and nothing on stderr", r.code, r.stdout, r.stderr)
 	}
 	if d.Allowed || d.Reason != "limit_exceeded" || d.RetryAfterSeconds <= 0 || d.RetryAfterSeconds > w.Seconds() {
 		t.Fatalf("acquire 7 = %+v, want denied, retry within %v", d, w)
 	}
 	wait(w) // from after the seventh decision: past the first unit's return
-	e.json(ExitOK, &d, "acquire", resource, "alice")
+	e.json(cmdutil.ExitOK, &d, "acquire", resource, "alice")
 	if !d.Allowed {
 		t.Fatalf("acquire after %v = %+v, want allowed", w, d)
 	}
@@ -109,29 +110,29 @@ func acceptMoney(t *testing.T, e *cliEnv, limitLedger, currency string) {
 	e.ok("users", "add", "usd-day", "alice")
 	e.ok("users", "add", "usd-day", "shop")
 	var f fundJSON
-	e.json(ExitOK, &f, "fund", "usd-day", "alice", "5000")
+	e.json(cmdutil.ExitOK, &f, "fund", "usd-day", "alice", "5000")
 	if f.Funds != 5000 {
 		t.Fatalf("fund = %+v, want alice holding 5000", f)
 	}
 	funds := func(user string) (limit, available, held uint64) {
 		t.Helper()
 		var u userJSON
-		e.json(ExitOK, &u, "users", "show", "usd-day", user)
+		e.json(cmdutil.ExitOK, &u, "users", "show", "usd-day", user)
 		return u.Limit, u.Available, *u.Funds
 	}
 	for i, step := range []struct {
 		amount          string
-		code            ExitCode
+		code            cmdutil.ExitCode
 		alice, shop     uint64
 		limitsAvailable uint64
 	}{
-		{"600", ExitOK, 4400, 600, 400},
-		{"600", ExitDenied, 4400, 600, 400},
-		{"400", ExitOK, 4000, 1000, 0},
+		{"600", cmdutil.ExitOK, 4400, 600, 400},
+		{"600", cmdutil.ExitDenied, 4400, 600, 400},
+		{"400", cmdutil.ExitOK, 4000, 1000, 0},
 	} {
-		var d decisionJSON
+		var d cmdutil.DecisionJSON
 		e.json(step.code, &d, "pay", "usd-day", "alice", "shop", step.amount)
-		if d.Allowed != (step.code == ExitOK) || *d.Funds != step.alice {
+		if d.Allowed != (step.code == cmdutil.ExitOK) || *d.Funds != step.alice {
 			t.Fatalf("pay %d (%s) = %+v", i, step.amount, d)
 		}
 		if _, avail, held := funds("alice"); held != step.alice || avail != step.limitsAvailable {
@@ -185,16 +186,16 @@ func TestAcceptanceRealServer(t *testing.T) {
 	// before cleanups run.
 	t.Cleanup(func() {
 		down := &cliEnv{t: t, ctx: context.Background()}
-		if r := down.run("tigerbeetle", "down", "--dir", dir, "--purge"); r.code != ExitOK {
+		if r := down.run("tigerbeetle", "down", "--dir", dir, "--purge"); r.code != cmdutil.ExitOK {
 			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
 		}
 	})
-	local.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--port", "0")
+	local.json(cmdutil.ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--port", "0")
 	if !st.Running || len(st.Addresses) != 1 {
 		t.Fatalf("tigerbeetle up = %+v", st)
 	}
 	var again serverJSON
-	local.json(ExitOK, &again, "tigerbeetle", "status", "--dir", dir)
+	local.json(cmdutil.ExitOK, &again, "tigerbeetle", "status", "--dir", dir)
 	if !again.Running || again.Addresses[0] != st.Addresses[0] {
 		t.Fatalf("tigerbeetle status = %+v, want it running at %s", again, st.Addresses[0])
 	}
@@ -211,12 +212,12 @@ func TestServerCommandsWithoutBinary(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	e := &cliEnv{t: t, ctx: t.Context()}
 	dir := t.TempDir()
-	r := e.code(ExitError, "tigerbeetle", "up", "--dir", dir)
+	r := e.code(cmdutil.ExitError, "tigerbeetle", "up", "--dir", dir)
 	if !strings.Contains(r.stderr, "scripts/install-tigerbeetle.sh") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("tigerbeetle up without a binary: stderr %q, want one line naming scripts/install-tigerbeetle.sh", r.stderr)
 	}
 	var st serverJSON
-	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if st.Running {
 		t.Errorf("status = %+v, want not running", st)
 	}
@@ -232,12 +233,12 @@ func TestStateOutlivesCommands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.ok("resources", "create", "upload", "--kind", "bytes", "--ledger", "2", "--window", "1m", "--limit", "10_000_000", "--lazy")
-	e.code(ExitOK, "acquire", "upload", "bob", "6000000")
-	e.code(ExitDenied, "acquire", "upload", "bob", "5000000")
+	e.code(cmdutil.ExitOK, "acquire", "upload", "bob", "6000000")
+	e.code(cmdutil.ExitDenied, "acquire", "upload", "bob", "5000000")
 	e.clock.Advance(30 * time.Second)
-	e.code(ExitOK, "acquire", "upload", "bob", "4000000")
+	e.code(cmdutil.ExitOK, "acquire", "upload", "bob", "4000000")
 	var u usageJSON
-	e.json(ExitOK, &u, "usage", "upload", "bob")
+	e.json(cmdutil.ExitOK, &u, "usage", "upload", "bob")
 	if len(u.Flights) != 2 || u.InFlight != 10_000_000 || u.Available != 0 {
 		t.Fatalf("usage = %+v, want two flights holding the whole limit", u)
 	}
@@ -248,12 +249,12 @@ func TestStateOutlivesCommands(t *testing.T) {
 		t.Errorf("usage: reservations %+v, want the flights %+v (the field's old name)", u.Reservations, u.Flights)
 	}
 	var show userJSON
-	e.json(ExitOK, &show, "users", "show", "upload", "bob")
+	e.json(cmdutil.ExitOK, &show, "users", "show", "upload", "bob")
 	if show.NextReleaseUnits != 6_000_000 || show.NextReleaseSeconds < 29.9 || show.NextReleaseSeconds > 30.1 {
 		t.Errorf("users show = %+v, want 6000000 back in 30s", show)
 	}
 	e.clock.Advance(30*time.Second + time.Millisecond)
-	e.json(ExitOK, &show, "users", "show", "upload", "bob")
+	e.json(cmdutil.ExitOK, &show, "users", "show", "upload", "bob")
 	if show.Available != 6_000_000 {
 		t.Errorf("after the window: %+v, want 6000000 available", show)
 	}
@@ -262,12 +263,12 @@ func TestStateOutlivesCommands(t *testing.T) {
 func TestResources(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var created resourceJSON
-	e.json(ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
+	var created cmdutil.ResourceJSON
+	e.json(cmdutil.ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
 	if created.Created == nil || !*created.Created || created.WindowSeconds != 60 || !created.Lazy {
 		t.Fatalf("create = %+v", created)
 	}
-	e.json(ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
+	e.json(cmdutil.ExitOK, &created, "resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
 	if *created.Created {
 		t.Fatalf("create again = %+v, want created false", created)
 	}
@@ -280,12 +281,12 @@ func TestResources(t *testing.T) {
 		{[]string{"--kind", "requests", "--ledger", "1", "--window", "2m", "--limit", "10"}, "differs in name (api, not api2), window (1m, not 2m)"},
 		{[]string{"--kind", "requests", "--ledger", "840", "--window", "2m", "--limit", "10"}, "currency ledger of resource usd"},
 	} {
-		r := e.code(ExitError, append([]string{"resources", "create", "api2"}, c.args...)...)
+		r := e.code(cmdutil.ExitError, append([]string{"resources", "create", "api2"}, c.args...)...)
 		if !strings.Contains(r.stderr, c.want) {
 			t.Errorf("create %v: stderr %q, want %q", c.args, r.stderr, c.want)
 		}
 	}
-	r := e.code(ExitError, "resources", "create", "other", "--kind", "bytes", "--ledger", "1", "--window", "1m", "--limit", "10")
+	r := e.code(cmdutil.ExitError, "resources", "create", "other", "--kind", "bytes", "--ledger", "1", "--window", "1m", "--limit", "10")
 	if !strings.Contains(r.stderr, "cannot be changed") {
 		t.Errorf("create on a used ledger: %q", r.stderr)
 	}
@@ -293,15 +294,15 @@ func TestResources(t *testing.T) {
 		t.Errorf("refused creates wrote to the data file")
 	}
 	var list resourcesJSON
-	e.json(ExitOK, &list, "resources", "list")
+	e.json(cmdutil.ExitOK, &list, "resources", "list")
 	if len(list.Resources) != 2 || list.Resources[0].Name != "api" || list.Resources[1].CurrencyLedger != 840 {
 		t.Fatalf("list = %+v", list)
 	}
 	if out := e.ok("resources", "list"); out != "api\trequests\t1\t1m\t10\ttrue\t-\nusd\tmoney\t3\t1d\t1000\tfalse\t840\n" {
 		t.Errorf("resources list (not a terminal) = %q, want tab-separated lines", out)
 	}
-	var show resourceJSON
-	e.json(ExitOK, &show, "resources", "show", "3")
+	var show cmdutil.ResourceJSON
+	e.json(cmdutil.ExitOK, &show, "resources", "show", "3")
 	if show.Name != "usd" {
 		t.Errorf("show 3 = %+v, want usd (by ledger number)", show)
 	}
@@ -312,33 +313,33 @@ func TestUsers(t *testing.T) {
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
 	var u userJSON
-	e.json(ExitOK, &u, "users", "add", "api", "alice")
+	e.json(cmdutil.ExitOK, &u, "users", "add", "api", "alice")
 	if !*u.Created || u.Limit != 10 {
 		t.Fatalf("add = %+v", u)
 	}
-	e.json(ExitOK, &u, "users", "add", "api", "alice")
+	e.json(cmdutil.ExitOK, &u, "users", "add", "api", "alice")
 	if *u.Created || u.Limit != 10 {
 		t.Fatalf("add again = %+v, want created false", u)
 	}
 	e.ok("users", "add", "api", "bob", "--limit", "3")
-	r := e.code(ExitError, "users", "add", "api", "bob", "--limit", "4")
+	r := e.code(cmdutil.ExitError, "users", "add", "api", "bob", "--limit", "4")
 	if !strings.Contains(r.stderr, "set-limit") {
 		t.Errorf("add with another limit: %q, want a hint at set-limit", r.stderr)
 	}
-	e.code(ExitOK, "acquire", "api", "bob", "3")
-	e.json(ExitOK, &u, "users", "set-limit", "api", "bob", "1")
+	e.code(cmdutil.ExitOK, "acquire", "api", "bob", "3")
+	e.json(cmdutil.ExitOK, &u, "users", "set-limit", "api", "bob", "1")
 	if u.Limit != 1 {
 		t.Fatalf("set-limit = %+v", u)
 	}
 	e.clock.Advance(time.Minute + time.Millisecond)
-	e.code(ExitOK, "acquire", "api", "bob")
-	e.code(ExitDenied, "acquire", "api", "bob")
+	e.code(cmdutil.ExitOK, "acquire", "api", "bob")
+	e.code(cmdutil.ExitDenied, "acquire", "api", "bob")
 	var list usersJSON
-	e.json(ExitOK, &list, "users", "list", "api")
+	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != 2 || list.Users[0].User != "alice" || list.Users[1].Limit != 1 || list.Users[1].InFlight != 1 {
 		t.Fatalf("list = %+v", list)
 	}
-	r = e.code(ExitError, "acquire", "api", "carol")
+	r = e.code(cmdutil.ExitError, "acquire", "api", "carol")
 	if !strings.Contains(r.stderr, `unknown user: "carol"`) || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("acquire for an unknown user: stderr %q, want one line naming carol", r.stderr)
 	}
@@ -350,27 +351,27 @@ func TestFundIsIdempotentWithID(t *testing.T) {
 	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
 	e.ok("users", "add", "usd", "alice")
 	var f fundJSON
-	e.json(ExitOK, &f, "fund", "usd", "alice", "500")
+	e.json(cmdutil.ExitOK, &f, "fund", "usd", "alice", "500")
 	id := f.ID
-	e.json(ExitOK, &f, "fund", "usd", "alice", "500", "--id", id)
+	e.json(cmdutil.ExitOK, &f, "fund", "usd", "alice", "500", "--id", id)
 	if f.Funds != 500 {
 		t.Fatalf("fund retried with --id %s = %+v, want 500 held (applied once)", id, f)
 	}
-	r := e.code(ExitError, "fund", "usd", "alice", "700", "--id", id)
+	r := e.code(cmdutil.ExitError, "fund", "usd", "alice", "700", "--id", id)
 	if !strings.Contains(r.stderr, "--id was already used") {
 		t.Errorf("fund with a used ID and another amount: %q", r.stderr)
 	}
-	e.json(ExitOK, &f, "fund", "usd", "alice", "1")
+	e.json(cmdutil.ExitOK, &f, "fund", "usd", "alice", "1")
 	if f.Funds != 501 || f.ID == id {
 		t.Fatalf("fund without --id = %+v, want a new ID and 501 held", f)
 	}
-	r = e.code(ExitError, "fund", "usd", "nobody", "1")
+	r = e.code(cmdutil.ExitError, "fund", "usd", "nobody", "1")
 	if !strings.Contains(r.stderr, "tblimit users add usd nobody") {
 		t.Errorf("fund of an unknown user: %q", r.stderr)
 	}
 	e.ok("users", "add", "usd", "shop")
-	var d decisionJSON
-	e.json(ExitDenied, &d, "pay", "usd", "shop", "alice", "10")
+	var d cmdutil.DecisionJSON
+	e.json(cmdutil.ExitDenied, &d, "pay", "usd", "shop", "alice", "10")
 	if d.Reason != "insufficient_funds" {
 		t.Errorf("pay without funds = %+v, want insufficient_funds", d)
 	}
@@ -396,47 +397,47 @@ func TestBadInputWritesNothing(t *testing.T) {
 	changeYAML := write("change.yaml", "resources:\n  - name: api\n    kind: requests\n    ledger: 1\n    window: 2m\n    default_limit: 10\n    users:\n      - key: zed\n")
 	before := e.dataBytes()
 	for _, c := range []struct {
-		code ExitCode
+		code cmdutil.ExitCode
 		args []string
 		want string
 	}{
-		{ExitUsage, []string{"acquire", "api", "alice", "0"}, `AMOUNT "0": must be at least 1`},
-		{ExitUsage, []string{"acquire", "api", "alice", "-3"}, `"-3": negative numbers are not allowed`},
-		{ExitUsage, []string{"acquire", "api", "alice", "99999999999999999999"}, `AMOUNT "99999999999999999999": too large`},
-		{ExitUsage, []string{"acquire", "api", "alice", "1.5"}, `AMOUNT "1.5": want a whole number`},
-		{ExitUsage, []string{"acquire", "api", ""}, "USER: empty user key"},
-		{ExitUsage, []string{"acquire", "api", "alice", "--id", "xyz"}, `--id "xyz"`},
-		{ExitError, []string{"acquire", "nope", "alice"}, `unknown resource "nope" (known: api, usd)`},
-		{ExitError, []string{"acquire", "api", "bob"}, `unknown user: "bob"`},
-		{ExitError, []string{"acquire", "usd", "alice"}, "use tblimit pay"},
-		{ExitError, []string{"pay", "api", "alice", "bob", "1"}, "use tblimit acquire"},
-		{ExitUsage, []string{"pay", "usd", "alice", "alice", "1"}, "cannot pay itself"},
-		{ExitError, []string{"pay", "usd", "alice", "nobody", "1"}, `"nobody" has no account`},
-		{ExitUsage, []string{"fund", "usd", "alice", "0"}, `AMOUNT "0"`},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "0", "--limit", "1"}, `--window "0"`},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1.5s", "--limit", "1"}, "not a whole number of seconds"},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "60", "--limit", "1"}, `give a unit, e.g. 60s`},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "0", "--window", "1s", "--limit", "1"}, `--ledger "0"`},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "coins", "--ledger", "9", "--window", "1s", "--limit", "1"}, `--kind "coins"`},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1s"}, "--limit is required"},
-		{ExitUsage, []string{"resources", "create", "x", "--kind", "money", "--ledger", "9", "--window", "1s", "--limit", "1"}, "--currency is required"},
-		{ExitUsage, []string{"resources", "create", "Bad Name", "--kind", "requests", "--ledger", "9", "--window", "1s", "--limit", "1"}, `name "Bad Name"`},
-		{ExitUsage, []string{"users", "set-limit", "api", "alice", "-1"}, "negative"},
-		{ExitUsage, []string{"users", "set-limit", "api", "alice", "lots"}, `LIMIT "lots"`},
-		{ExitError, []string{"users", "import", "api", badCSV}, "bad.csv:3: limit \"five\""},
-		{ExitError, []string{"users", "import", "api", dupCSV}, `dup.csv:3: user "bob" is also on line 1`},
-		{ExitError, []string{"users", "import", "api", wideCSV}, "wide.csv:1: 3 fields"},
-		{ExitError, []string{"users", "import", "api", hugeCSV}, "huge.csv:1: limit"},
-		{ExitError, []string{"users", "import", "api", filepath.Join(dir, "missing.csv")}, "missing.csv"},
-		{ExitError, []string{"apply", "-f", badYAML}, `bad.yaml:5: window "0s"`},
-		{ExitError, []string{"apply", "-f", typoYAML}, `typo.yaml:6: unknown field "default_limt"`},
-		{ExitError, []string{"apply", "-f", changeYAML}, "change.yaml:2: resource api"},
-		{ExitUsage, []string{"apply"}, "-f/--file is required"},
-		{ExitUsage, []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{ExitUsage, []string{"users", "frobnicate"}, `unknown command "frobnicate" for "tblimit users"`},
-		{ExitUsage, []string{"acquire"}, "accepts between 2 and 3 arg(s)"},
-		{ExitUsage, []string{"acquire", "api", "alice", "--bogus"}, "unknown flag: --bogus"},
-		{ExitUsage, []string{"-o", "yaml", "resources", "list"}, `--output "yaml"`},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "0"}, `AMOUNT "0": must be at least 1`},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "-3"}, `"-3": negative numbers are not allowed`},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "99999999999999999999"}, `AMOUNT "99999999999999999999": too large`},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "1.5"}, `AMOUNT "1.5": want a whole number`},
+		{cmdutil.ExitUsage, []string{"acquire", "api", ""}, "USER: empty user key"},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "--id", "xyz"}, `--id "xyz"`},
+		{cmdutil.ExitError, []string{"acquire", "nope", "alice"}, `unknown resource "nope" (known: api, usd)`},
+		{cmdutil.ExitError, []string{"acquire", "api", "bob"}, `unknown user: "bob"`},
+		{cmdutil.ExitError, []string{"acquire", "usd", "alice"}, "use tblimit pay"},
+		{cmdutil.ExitError, []string{"pay", "api", "alice", "bob", "1"}, "use tblimit acquire"},
+		{cmdutil.ExitUsage, []string{"pay", "usd", "alice", "alice", "1"}, "cannot pay itself"},
+		{cmdutil.ExitError, []string{"pay", "usd", "alice", "nobody", "1"}, `"nobody" has no account`},
+		{cmdutil.ExitUsage, []string{"fund", "usd", "alice", "0"}, `AMOUNT "0"`},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "0", "--limit", "1"}, `--window "0"`},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1.5s", "--limit", "1"}, "not a whole number of seconds"},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "60", "--limit", "1"}, `give a unit, e.g. 60s`},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "0", "--window", "1s", "--limit", "1"}, `--ledger "0"`},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "coins", "--ledger", "9", "--window", "1s", "--limit", "1"}, `--kind "coins"`},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "requests", "--ledger", "9", "--window", "1s"}, "--limit is required"},
+		{cmdutil.ExitUsage, []string{"resources", "create", "x", "--kind", "money", "--ledger", "9", "--window", "1s", "--limit", "1"}, "--currency is required"},
+		{cmdutil.ExitUsage, []string{"resources", "create", "Bad Name", "--kind", "requests", "--ledger", "9", "--window", "1s", "--limit", "1"}, `name "Bad Name"`},
+		{cmdutil.ExitUsage, []string{"users", "set-limit", "api", "alice", "-1"}, "negative"},
+		{cmdutil.ExitUsage, []string{"users", "set-limit", "api", "alice", "lots"}, `LIMIT "lots"`},
+		{cmdutil.ExitError, []string{"users", "import", "api", badCSV}, "bad.csv:3: limit \"five\""},
+		{cmdutil.ExitError, []string{"users", "import", "api", dupCSV}, `dup.csv:3: user "bob" is also on line 1`},
+		{cmdutil.ExitError, []string{"users", "import", "api", wideCSV}, "wide.csv:1: 3 fields"},
+		{cmdutil.ExitError, []string{"users", "import", "api", hugeCSV}, "huge.csv:1: limit"},
+		{cmdutil.ExitError, []string{"users", "import", "api", filepath.Join(dir, "missing.csv")}, "missing.csv"},
+		{cmdutil.ExitError, []string{"apply", "-f", badYAML}, `bad.yaml:5: window "0s"`},
+		{cmdutil.ExitError, []string{"apply", "-f", typoYAML}, `typo.yaml:6: unknown field "default_limt"`},
+		{cmdutil.ExitError, []string{"apply", "-f", changeYAML}, "change.yaml:2: resource api"},
+		{cmdutil.ExitUsage, []string{"apply"}, "-f/--file is required"},
+		{cmdutil.ExitUsage, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{cmdutil.ExitUsage, []string{"users", "frobnicate"}, `unknown command "frobnicate" for "tblimit users"`},
+		{cmdutil.ExitUsage, []string{"acquire"}, "accepts between 2 and 3 arg(s)"},
+		{cmdutil.ExitUsage, []string{"acquire", "api", "alice", "--bogus"}, "unknown flag: --bogus"},
+		{cmdutil.ExitUsage, []string{"-o", "yaml", "resources", "list"}, `--output "yaml"`},
 	} {
 		r := e.code(c.code, c.args...)
 		if !strings.Contains(r.stderr, c.want) {
@@ -476,7 +477,7 @@ func TestEnvironmentVariables(t *testing.T) {
 		t.Errorf("--data %s with TBLIMIT_DATA set: %q, want the other (empty) file", other, out)
 	}
 	t.Setenv("TBLIMIT_TIMEOUT", "soon")
-	r := e.code(ExitUsage, "resources", "list")
+	r := e.code(cmdutil.ExitUsage, "resources", "list")
 	if !strings.Contains(r.stderr, "$TBLIMIT_TIMEOUT") {
 		t.Errorf("a bad TBLIMIT_TIMEOUT: %q, want it named", r.stderr)
 	}
@@ -506,30 +507,30 @@ func TestJSONFields(t *testing.T) {
 	user := []string{"resource", "user", "limit", "in_flight", "available", "next_release_seconds", "next_release_units", "reset_after_seconds"}
 	decision := []string{"allowed", "reason", "resource", "amount", "limit", "remaining", "retry_after_seconds", "reset_after_seconds", "id", "time"}
 	for _, c := range []struct {
-		code ExitCode
+		code cmdutil.ExitCode
 		args []string
 		keys []string
 	}{
-		{ExitOK, []string{"resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "5"}, append(resource, "created")},
-		{ExitOK, []string{"resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "100"}, append(resource, "created")},
-		{ExitOK, []string{"resources", "list"}, []string{"resources"}},
-		{ExitOK, []string{"resources", "show", "api"}, resource},
-		{ExitOK, []string{"users", "add", "api", "alice"}, append(user, "created")},
-		{ExitOK, []string{"users", "add", "usd", "alice"}, append(user, "created", "funds")},
-		{ExitOK, []string{"users", "add", "usd", "shop"}, append(user, "created", "funds")},
-		{ExitOK, []string{"users", "set-limit", "api", "alice", "6"}, user},
-		{ExitOK, []string{"users", "show", "api", "alice"}, user},
-		{ExitOK, []string{"users", "show", "usd", "alice"}, append(user, "funds")},
-		{ExitOK, []string{"users", "list", "api"}, []string{"resource", "users"}},
-		{ExitOK, []string{"users", "import", "api", csv}, []string{"resource", "file", "users", "added", "changed", "unchanged", "seconds"}},
-		{ExitOK, []string{"apply", "-f", yml, "--dry-run"}, []string{"dry_run", "changes", "unchanged"}},
-		{ExitOK, []string{"acquire", "api", "alice"}, append(decision, "user")},
-		{ExitOK, []string{"fund", "usd", "alice", "1000"}, []string{"resource", "currency_ledger", "user", "amount", "funds", "id"}},
-		{ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
-		{ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
-		{ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "flights", "reservations"}},
-		{ExitOK, []string{"history", "api", "alice"}, []string{"resource", "user", "since", "until", "admissions", "more"}},
-		{ExitOK, []string{"audit", "api"}, []string{"resource", "since", "until", "ok", "users", "unaudited"}},
+		{cmdutil.ExitOK, []string{"resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "5"}, append(resource, "created")},
+		{cmdutil.ExitOK, []string{"resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "100"}, append(resource, "created")},
+		{cmdutil.ExitOK, []string{"resources", "list"}, []string{"resources"}},
+		{cmdutil.ExitOK, []string{"resources", "show", "api"}, resource},
+		{cmdutil.ExitOK, []string{"users", "add", "api", "alice"}, append(user, "created")},
+		{cmdutil.ExitOK, []string{"users", "add", "usd", "alice"}, append(user, "created", "funds")},
+		{cmdutil.ExitOK, []string{"users", "add", "usd", "shop"}, append(user, "created", "funds")},
+		{cmdutil.ExitOK, []string{"users", "set-limit", "api", "alice", "6"}, user},
+		{cmdutil.ExitOK, []string{"users", "show", "api", "alice"}, user},
+		{cmdutil.ExitOK, []string{"users", "show", "usd", "alice"}, append(user, "funds")},
+		{cmdutil.ExitOK, []string{"users", "list", "api"}, []string{"resource", "users"}},
+		{cmdutil.ExitOK, []string{"users", "import", "api", csv}, []string{"resource", "file", "users", "added", "changed", "unchanged", "seconds"}},
+		{cmdutil.ExitOK, []string{"apply", "-f", yml, "--dry-run"}, []string{"dry_run", "changes", "unchanged"}},
+		{cmdutil.ExitOK, []string{"acquire", "api", "alice"}, append(decision, "user")},
+		{cmdutil.ExitOK, []string{"fund", "usd", "alice", "1000"}, []string{"resource", "currency_ledger", "user", "amount", "funds", "id"}},
+		{cmdutil.ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
+		{cmdutil.ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
+		{cmdutil.ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "flights", "reservations"}},
+		{cmdutil.ExitOK, []string{"history", "api", "alice"}, []string{"resource", "user", "since", "until", "admissions", "more"}},
+		{cmdutil.ExitOK, []string{"audit", "api"}, []string{"resource", "since", "until", "ok", "users", "unaudited"}},
 	} {
 		var m map[string]json.RawMessage
 		r := e.code(c.code, append([]string{"-o", "json"}, c.args...)...)
@@ -547,7 +548,7 @@ func TestJSONFields(t *testing.T) {
 		}
 	}
 	var u usageJSON
-	e.json(ExitOK, &u, "usage", "api", "alice")
+	e.json(cmdutil.ExitOK, &u, "usage", "api", "alice")
 	var res map[string]any
 	b, _ := json.Marshal(u.Flights[0])
 	_ = json.Unmarshal(b, &res)
@@ -597,12 +598,12 @@ func TestDataFileDamage(t *testing.T) {
 	if err := os.WriteFile(e.data, torn, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := e.code(ExitOK, "acquire", "api", "alice")
+	r := e.code(cmdutil.ExitOK, "acquire", "api", "alice")
 	if !strings.Contains(r.stderr, "tblimit: notice: "+e.data+": cut a torn tail") {
 		t.Errorf("stderr after a torn tail = %q, want a notice", r.stderr)
 	}
 	var u userJSON
-	e.json(ExitOK, &u, "users", "show", "api", "alice")
+	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "alice")
 	if u.InFlight != 2 {
 		t.Fatalf("after recovery: %+v, want both acquires kept", u)
 	}
@@ -612,7 +613,7 @@ func TestDataFileDamage(t *testing.T) {
 	if err := os.WriteFile(e.data, bad, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = e.code(ExitError, "users", "show", "api", "alice")
+	r = e.code(cmdutil.ExitError, "users", "show", "api", "alice")
 	if !strings.Contains(r.stderr, e.data) || !strings.Contains(r.stderr, "offset 24") || !strings.Contains(r.stderr, "corrupt") {
 		t.Errorf("stderr for a damaged data file = %q, want the file, the offset and corrupt", r.stderr)
 	}
@@ -631,7 +632,7 @@ func TestDataFileInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	r := e.code(ExitError, "resources", "list")
+	r := e.code(cmdutil.ExitError, "resources", "list")
 	if !strings.Contains(r.stderr, e.data+" is in use by another process") {
 		t.Errorf("stderr = %q, want the file named as in use", r.stderr)
 	}
@@ -646,7 +647,7 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
-	out := e.code(ExitOK, "__complete", "acquire", "").stdout
+	out := e.code(cmdutil.ExitOK, "__complete", "acquire", "").stdout
 	if !strings.HasPrefix(out, "api\t") {
 		t.Errorf("completing a resource = %q, want api", out)
 	}
@@ -672,12 +673,12 @@ func TestServerUpReportsFailure(t *testing.T) {
 	t.Setenv(envMain, "1") // up re-executes this binary as tblimit
 	dir := t.TempDir()
 	e := &cliEnv{t: t, ctx: t.Context()}
-	r := e.code(ExitError, "tigerbeetle", "up", "--dir", filepath.Join(dir, "server"), "--binary", failingBinary(t), "--port", "0")
+	r := e.code(cmdutil.ExitError, "tigerbeetle", "up", "--dir", filepath.Join(dir, "server"), "--binary", failingBinary(t), "--port", "0")
 	if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
 		t.Errorf("tigerbeetle up with a failing binary: stderr %q, want the binary's output", r.stderr)
 	}
 	var st serverJSON
-	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", filepath.Join(dir, "server"))
+	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", filepath.Join(dir, "server"))
 	if st.Running {
 		t.Errorf("status after a failed up = %+v", st)
 	}

@@ -1,36 +1,14 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
-
-func TestMessage(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want string
-	}{
-		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, "bob"), `unknown user: "bob" on api`},
-		{fmt.Errorf("--addresses 3000: %w", ledger.ErrUnavailable), "--addresses 3000: cluster unavailable"},
-		{fmt.Errorf("importing f.csv: %w", fmt.Errorf("ledger: provision %q: %w", "a", errors.New("ledger: boom"))), `importing f.csv: provision "a": boom`},
-		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, "ledger: x"), `unknown user: "ledger: x" on api`}, // a key is printed as it is
-		{fmt.Errorf("%w: %q on api", ledger.ErrUnknownUser, `a\"b: ledger: c`), `unknown user: "a\\\"b: ledger: c" on api`},
-		{fmt.Errorf("USER: %w", fmt.Errorf("%w: empty user key", ledger.ErrInvalidKey)), "USER: empty user key"},
-		{fmt.Errorf("%w: %s is in use", embedded.ErrBusy, "/d"), "journal busy: /d is in use"},
-		{errors.New(`bare " quote: ledger: x`), `bare " quote: ledger: x`}, // unbalanced: left alone from there on
-	} {
-		if got := message(c.err); got != c.want {
-			t.Errorf("message(%q) = %q, want %q", c.err, got, c.want)
-		}
-	}
-}
 
 // Every error path prints one line that starts with the one prefix
 // "tblimit: ", never a package's ("tblimit: ledger: ...").
@@ -55,7 +33,7 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	} {
 		r := e.run(args...)
 		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-		if r.code == ExitOK || len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || strings.Contains(r.stderr, "ledger: ") {
+		if r.code == cmdutil.ExitOK || len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || strings.Contains(r.stderr, "ledger: ") {
 			t.Errorf("tblimit %s: stderr %q, want an error: one line with one prefix", strings.Join(args, " "), r.stderr)
 		}
 	}
@@ -64,7 +42,7 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.code(ExitError, "resources", "list")
+	r := e.code(cmdutil.ExitError, "resources", "list")
 	held.Close()
 	if strings.Contains(r.stderr, "embedded: ") || strings.Count(r.stderr, "tblimit: ") != 1 {
 		t.Errorf("data file in use: stderr %q, want one prefix", r.stderr)
@@ -74,7 +52,7 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a journal, not at all, no"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = e.code(ExitError, "--data", bad, "resources", "list")
+	r = e.code(cmdutil.ExitError, "--data", bad, "resources", "list")
 	if strings.Contains(r.stderr, "embedded: ") || strings.Count(r.stderr, "tblimit: ") != 1 {
 		t.Errorf("a damaged data file: stderr %q, want one prefix", r.stderr)
 	}
@@ -96,12 +74,12 @@ func TestUsageMessages(t *testing.T) {
 		{[]string{"history", "api", "alice", "--since", "2026-01-01", "--until", "2025-01-01"}, "tblimit: --since 2026-01-01 is after --until 2025-01-01"},
 		{[]string{"--addresses", "3000", "resources", "list"}, "tblimit: --data is the embedded engine's data file: with --addresses, there is none"},
 	} {
-		if r := e.code(ExitUsage, c.args...); !strings.HasPrefix(r.stderr, c.want) {
+		if r := e.code(cmdutil.ExitUsage, c.args...); !strings.HasPrefix(r.stderr, c.want) {
 			t.Errorf("tblimit %q: stderr %q, want it to start %q", c.args, r.stderr, c.want)
 		}
 	}
 	noData := &cliEnv{t: t, ctx: t.Context()}
-	if r := noData.code(ExitUsage, "--addresses", "not an address", "resources", "list"); !strings.HasPrefix(r.stderr, `tblimit: --addresses: invalid cluster address "not an address"`) {
+	if r := noData.code(cmdutil.ExitUsage, "--addresses", "not an address", "resources", "list"); !strings.HasPrefix(r.stderr, `tblimit: --addresses: invalid cluster address "not an address"`) {
 		t.Errorf("tblimit --addresses 'not an address': stderr %q", r.stderr)
 	}
 }

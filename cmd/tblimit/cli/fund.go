@@ -7,12 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type fundOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	User     string
@@ -20,8 +21,8 @@ type fundOptions struct {
 	ID       ledger.ID // never zero: --id, or a new one
 }
 
-func newCmdFund(f *factory, runF func(context.Context, *fundOptions) error) *cobra.Command {
-	opts := &fundOptions{Connect: f.connect, Printer: f.printer}
+func newCmdFund(f *cmdutil.Factory, runF func(context.Context, *fundOptions) error) *cobra.Command {
+	opts := &fundOptions{Connect: f.Connect, Printer: f.Printer}
 	var id string
 	cmd := &cobra.Command{
 		Use:   "fund RESOURCE USER AMOUNT [--id ID]",
@@ -33,16 +34,16 @@ user needs that account (tblimit users add RESOURCE USER).
 Give --id to make a retry safe: funding again with the same ID and amount is
 not applied twice. The output includes the ID used.`,
 		Args:              cobra.ExactArgs(3),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.User, err = keyArg("USER", args[1]); err != nil {
+			if opts.User, err = cmdutil.KeyArg("USER", args[1]); err != nil {
 				return err
 			}
-			if opts.Amount, err = parseAmount(args[2]); err != nil {
-				return usagef("AMOUNT %w", err)
+			if opts.Amount, err = cmdutil.ParseAmount(args[2]); err != nil {
+				return cmdutil.Usagef("AMOUNT %w", err)
 			}
-			if opts.ID, err = parseID(id); err != nil {
+			if opts.ID, err = cmdutil.ParseID(id); err != nil {
 				return err
 			}
 			if opts.ID.IsZero() {
@@ -60,13 +61,13 @@ not applied twice. The output includes the ID used.`,
 
 func fundRun(ctx context.Context, opts *fundOptions) error {
 	out := fundJSON{User: opts.User, Amount: opts.Amount, ID: opts.ID.String()}
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
 		if r.Kind != ledger.KindMoney {
 			return fmt.Errorf("%s is a %s resource: only money resources have funds", r.Name, r.Kind)
 		}
 		out.Resource, out.CurrencyLedger = r.Name, r.Currency
 		addFirst := func(err error) error {
-			return hint(err, "add the user first: tblimit users add %s %s", r.Name, opts.User)
+			return cmdutil.Hint(err, "add the user first: tblimit users add %s %s", r.Name, opts.User)
 		}
 		if _, err := c.Funds(ctx, r.Currency, opts.User); err != nil {
 			return addFirst(err)
@@ -76,7 +77,7 @@ func fundRun(ctx context.Context, opts *fundOptions) error {
 		case errors.Is(err, ledger.ErrUnknownUser):
 			return addFirst(err)
 		case err != nil:
-			return usedID(retryable(err))
+			return cmdutil.UsedID(cmdutil.Retryable(err))
 		}
 		out.Funds, err = c.Funds(ctx, r.Currency, opts.User)
 		return err
@@ -85,7 +86,17 @@ func fundRun(ctx context.Context, opts *fundOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
-		p.printf("funded %q with %d on currency ledger %d (id %s); %q holds %d\n", opts.User, opts.Amount, out.CurrencyLedger, out.ID, opts.User, out.Funds)
+	return p.Emit(out, func() {
+		p.Printf("funded %q with %d on currency ledger %d (id %s); %q holds %d\n", opts.User, opts.Amount, out.CurrencyLedger, out.ID, opts.User, out.Funds)
 	})
+}
+
+// fundJSON is the answer to fund.
+type fundJSON struct {
+	Resource       string `json:"resource"`
+	CurrencyLedger uint32 `json:"currency_ledger"`
+	User           string `json:"user"`
+	Amount         uint64 `json:"amount"`
+	Funds          uint64 `json:"funds"` // what the user holds afterwards
+	ID             string `json:"id"`    // give it to --id to retry safely
 }

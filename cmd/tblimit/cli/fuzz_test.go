@@ -2,16 +2,15 @@ package cli
 
 import (
 	"fmt"
-	"math/big"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
@@ -20,118 +19,6 @@ import (
 // documented rule, and that what is refused says where: the input quoted,
 // or file:line. Their seed corpora are in testdata/fuzz; `go test` runs them
 // as tests, `go test -fuzz=FuzzX -run=^$` explores.
-
-func FuzzParseWindow(f *testing.F) {
-	for _, s := range []string{"2s", "1d", "1h30m", "0", "60", "1.5s", "99999999999d", "-3d", "1d12h", "49710d6h28m15s", "49710d6h28m16s", "1d-1h", " 7d "} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseWindow(s)
-		if err != nil {
-			if !strings.Contains(err.Error(), strconv.Quote(s)) {
-				t.Fatalf("parseWindow(%q): error %q does not quote the input", s, err)
-			}
-			return
-		}
-		// The rule: whole seconds from one second to the largest timeout.
-		if d < time.Second || d%time.Second != 0 || d > ledger.MaxWindow {
-			t.Fatalf("parseWindow(%q) = %v, outside the rule", s, d)
-		}
-		if back, err := parseWindow(formatWindow(d)); err != nil || back != d {
-			t.Fatalf("parseWindow(formatWindow(%v)) = %v, %v", d, back, err)
-		}
-	})
-}
-
-// countRule is the documented rule for amounts and limits, computed
-// independently: a whole number, '_' separators allowed, white space
-// around, at most 2^63-1.
-func countRule(s string) (uint64, bool) {
-	if !countSyntax.MatchString(s) {
-		return 0, false
-	}
-	t := strings.ReplaceAll(s, "_", "")
-	n, ok := new(big.Int).SetString(t, 10)
-	if !ok || n.Cmp(big.NewInt(maxAmount)) > 0 {
-		return 0, false
-	}
-	return n.Uint64(), true
-}
-
-// countSyntax is digits, with single underscores between them.
-var countSyntax = regexp.MustCompile(`^[0-9]+(_[0-9]+)*$`)
-
-func FuzzParseAmount(f *testing.F) {
-	for _, s := range []string{"1", "0", "-1", "1_000", "1__000", "_1000", "1000_", "18446744073709551616", "9223372036854775807", "9223372036854775808", " 7 ", "0x10", "1e3", "+5", "_", "٣"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, ok := countRule(s)
-		n, err := parseAmount(s)
-		if (err == nil) != (ok && want > 0) || (err == nil && n != want) {
-			t.Fatalf("parseAmount(%q) = %d, %v; the rule says %d, %v (and at least 1)", s, n, err, want, ok)
-		}
-		l, err2 := parseLimit(s)
-		if (err2 == nil) != ok || (err2 == nil && l != want) {
-			t.Fatalf("parseLimit(%q) = %d, %v; the rule says %d, %v", s, l, err2, want, ok)
-		}
-		for _, e := range []error{err, err2} {
-			if e != nil && !strings.Contains(e.Error(), strconv.Quote(s)) {
-				t.Fatalf("error %q does not quote the input %q", e, s)
-			}
-		}
-		if ok {
-			if back, err := parseLimit(strconv.FormatUint(want, 10)); err != nil || back != want {
-				t.Fatalf("parseLimit(%d) = %d, %v", want, back, err)
-			}
-		}
-	})
-}
-
-func FuzzParseWhen(f *testing.F) {
-	for _, s := range []string{"90m", "2d", "1d12h", "0s", "2026-01-02", "2026-01-02T15:04:05Z", "2026-01-02T15:04:05.123+02:00", "1969-12-31", "-1h", "50000d", "49710d49710h"} {
-		f.Add(s)
-	}
-	now := time.Now()
-	f.Fuzz(func(t *testing.T, s string) {
-		w, err := parseWhen(s)
-		if err != nil {
-			if !strings.Contains(err.Error(), strconv.Quote(s)) {
-				t.Fatalf("parseWhen(%q): error %q does not quote the input", s, err)
-			}
-			return
-		}
-		back, err := parseWhen(formatWhen(w))
-		if err != nil || !back.At.Equal(w.At) || back.Ago != w.Ago {
-			t.Fatalf("parseWhen(formatWhen(%+v)) = %+v, %v", w, back, err)
-		}
-		if at := w.time(now); at.Before(minWhen) || at.After(maxWhen) {
-			t.Fatalf("parseWhen(%q) resolves to %v, a time no cluster records", s, at)
-		}
-	})
-}
-
-// fileLine matches an error that names a file and a line.
-func fileLine(file string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(file) + `:([0-9]+): `)
-}
-
-// checkNamesLine fails unless err names file and one of its lines (lines
-// counted, plus the empty one after the last line break), or is one of the
-// errors about the file as a whole.
-func checkNamesLine(t *testing.T, file string, lines int, err error, whole ...string) {
-	t.Helper()
-	if slices.Contains(whole, err.Error()) {
-		return
-	}
-	m := fileLine(file).FindStringSubmatch(err.Error())
-	if m == nil {
-		t.Fatalf("error %q does not name %s:LINE", err, file)
-	}
-	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lines+1 {
-		t.Fatalf("error %q names line %d of a file of %d lines", err, n, lines)
-	}
-}
 
 // usersCSV writes users as an import file, every field quoted.
 func usersCSV(users []csvUser) string {
@@ -154,12 +41,12 @@ func FuzzParseUsersCSV(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		users, err := parseUsersCSV("f.csv", strings.NewReader(s))
 		if err != nil {
-			checkNamesLine(t, "f.csv", strings.Count(s, "\n"), err, "f.csv: no users") // encoding/csv ends lines at \n only
+			cmdtest.CheckNamesLine(t, "f.csv", strings.Count(s, "\n"), err, "f.csv: no users") // encoding/csv ends lines at \n only
 			return
 		}
 		seen := map[string]bool{}
 		for _, u := range users {
-			if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > maxAmount) {
+			if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || seen[u.key] || u.line < 1 || (u.limit != nil && *u.limit > cmdutil.MaxAmount) {
 				t.Fatalf("parseUsersCSV(%q) accepted %+v", s, u)
 			}
 			seen[u.key] = true
@@ -199,7 +86,7 @@ func applyYAML(t *testing.T, rs []fileResource) string {
 	}
 	doc.Resources = []resource{}
 	for _, r := range rs {
-		out := resource{Name: r.Name, Kind: r.Kind.String(), Ledger: r.Ledger, Currency: r.Currency, Window: formatWindow(r.Window), DefaultLimit: r.DefaultLimit, Lazy: r.Lazy}
+		out := resource{Name: r.Name, Kind: r.Kind.String(), Ledger: r.Ledger, Currency: r.Currency, Window: cmdutil.FormatWindow(r.Window), DefaultLimit: r.DefaultLimit, Lazy: r.Lazy}
 		for _, u := range r.users {
 			out.Users = append(out.Users, user{u.key, u.limit})
 		}
@@ -225,7 +112,7 @@ func FuzzParseApplyFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		rs, err := parseApplyFile("l.yaml", strings.NewReader(s))
 		if err != nil {
-			checkNamesLine(t, "l.yaml", len(lineEnds([]byte(s))), err, "l.yaml: empty file: want a resources: list")
+			cmdtest.CheckNamesLine(t, "l.yaml", len(lineEnds([]byte(s))), err, "l.yaml: empty file: want a resources: list")
 			return
 		}
 		names, ledgers := map[string]bool{}, map[uint32]bool{}
@@ -236,7 +123,7 @@ func FuzzParseApplyFile(f *testing.F) {
 			names[r.Name], ledgers[r.Ledger] = true, true
 			keys := map[string]bool{}
 			for _, u := range r.users {
-				if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || keys[u.key] || (u.limit != nil && *u.limit > maxAmount) {
+				if k, err := ledger.NormalizeKey(u.key); err != nil || k != u.key || keys[u.key] || (u.limit != nil && *u.limit > cmdutil.MaxAmount) {
 					t.Fatalf("parseApplyFile(%q) accepted user %+v of %s", s, u, r.Name)
 				}
 				keys[u.key] = true

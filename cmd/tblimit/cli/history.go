@@ -2,31 +2,31 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type historyOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 	Now     func() time.Time
 
 	Resource string
 	User     string
-	Since    *when // nil: from the first admission
-	Until    *when // nil: until now
-	Max      int   // at most this many admissions, the newest; 0: all
+	Since    *cmdutil.When // nil: from the first admission
+	Until    *cmdutil.When // nil: until now
+	Max      int           // at most this many admissions, the newest; 0: all
 }
 
-func newCmdHistory(f *factory, runF func(context.Context, *historyOptions) error) *cobra.Command {
-	opts := &historyOptions{Connect: f.connect, Printer: f.printer, Now: f.now}
-	var span spanFlags
+func newCmdHistory(f *cmdutil.Factory, runF func(context.Context, *historyOptions) error) *cobra.Command {
+	opts := &historyOptions{Connect: f.Connect, Printer: f.Printer, Now: f.Now}
+	var span cmdutil.SpanFlags
 	cmd := &cobra.Command{
 		Use:   "history RESOURCE USER [--since D|TIME] [--until D|TIME] [--max N]",
 		Short: "List a user's admissions, the newest first, and how each ended",
@@ -40,17 +40,17 @@ flight. For a money resource each admission shows its payment.
 --since and --until take a time (2026-01-02T15:04:05Z, or a date: 2026-01-02,
 midnight UTC) or how long ago (90m, 2d, 1d12h).`,
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.User, err = keyArg("USER", args[1]); err != nil {
+			if opts.User, err = cmdutil.KeyArg("USER", args[1]); err != nil {
 				return err
 			}
-			if opts.Since, opts.Until, err = span.parse(); err != nil {
+			if opts.Since, opts.Until, err = span.Parse(); err != nil {
 				return err
 			}
 			if opts.Max < 0 {
-				return usagef("--max %d: must not be negative", opts.Max)
+				return cmdutil.Usagef("--max %d: must not be negative", opts.Max)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -58,16 +58,16 @@ midnight UTC) or how long ago (90m, 2d, 1d12h).`,
 			return historyRun(cmd.Context(), opts)
 		},
 	}
-	span.bind(cmd, "admissions")
+	span.Bind(cmd, "admissions")
 	cmd.Flags().IntVar(&opts.Max, "max", 100, "list at most this many admissions, the newest (0: all)")
 	return cmd
 }
 
 func historyRun(ctx context.Context, opts *historyOptions) error {
 	now := opts.Now()
-	since, until := opts.Since.time(now), opts.Until.time(now)
-	out := historyJSON{User: opts.User, Since: rfc3339(since), Until: rfc3339(until), Admissions: []admissionJSON{}}
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
+	since, until := opts.Since.Time(now), opts.Until.Time(now)
+	out := historyJSON{User: opts.User, Since: cmdutil.RFC3339(since), Until: cmdutil.RFC3339(until), Admissions: []admissionJSON{}}
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
 		max := opts.Max
 		if max > 0 {
@@ -89,12 +89,12 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() { printHistory(p, out) })
+	return p.Emit(out, func() { printHistory(p, out) })
 }
 
-func printHistory(p *printer, out historyJSON) {
-	if p.tty { // for scripts: rows only, none for an empty history
-		p.printf("%q on %s: %s, the newest first\n", out.User, out.Resource, plural(len(out.Admissions), "admission"))
+func printHistory(p *cmdutil.Printer, out historyJSON) {
+	if p.TTY { // for scripts: rows only, none for an empty history
+		p.Printf("%q on %s: %s, the newest first\n", out.User, out.Resource, cmdutil.Plural(len(out.Admissions), "admission"))
 	}
 	rows := make([][]string, len(out.Admissions))
 	for i, a := range out.Admissions {
@@ -108,15 +108,15 @@ func printHistory(p *printer, out historyJSON) {
 			if to == "" {
 				to = "account " + pay.ToAccount
 			}
-			paid = fmt.Sprintf("%d to %s", pay.Amount, displayKey(to))
+			paid = fmt.Sprintf("%d to %s", pay.Amount, cmdutil.DisplayKey(to))
 		}
-		rows[i] = []string{a.Taken, a.ID, u64(a.Amount), u64(a.Ref), end, a.Ended, paid}
+		rows[i] = []string{a.Taken, a.ID, cmdutil.U64(a.Amount), cmdutil.U64(a.Ref), end, a.Ended, paid}
 	}
 	if len(rows) > 0 {
-		p.table([]string{"TAKEN", "ID", "AMOUNT", "REF", "END", "ENDED", "PAID"}, rows)
+		p.Table([]string{"TAKEN", "ID", "AMOUNT", "REF", "END", "ENDED", "PAID"}, rows)
 	}
-	if out.More && p.tty {
-		p.printf("(more: --max 0 lists all, --until %s those before)\n", out.Admissions[len(out.Admissions)-1].Taken)
+	if out.More && p.TTY {
+		p.Printf("(more: --max 0 lists all, --until %s those before)\n", out.Admissions[len(out.Admissions)-1].Taken)
 	}
 }
 
@@ -164,17 +164,17 @@ func admissionOut(a ledger.Admission) admissionJSON {
 	out := admissionJSON{
 		ID:     a.ID.String(),
 		Hold:   a.Hold.String(),
-		Taken:  rfc3339(a.Taken),
+		Taken:  cmdutil.RFC3339(a.Taken),
 		Amount: a.Amount,
 		Ref:    a.Ref,
 		End:    endName(a.End),
-		Ended:  rfc3339(a.Ended),
+		Ended:  cmdutil.RFC3339(a.Ended),
 	}
 	if k := a.Kept; k != nil {
-		out.Kept = &keptJSON{Hold: k.Hold.String(), Amount: k.Amount, End: endName(k.End), Ended: rfc3339(k.Ended)}
+		out.Kept = &keptJSON{Hold: k.Hold.String(), Amount: k.Amount, End: endName(k.End), Ended: cmdutil.RFC3339(k.Ended)}
 	}
 	if p := a.Payment; p != nil {
-		out.Payment = &paymentJSON{ID: p.ID.String(), To: p.ToKey, ToAccount: p.To.String(), Amount: p.Amount, Time: rfc3339(p.Time)}
+		out.Payment = &paymentJSON{ID: p.ID.String(), To: p.ToKey, ToAccount: p.To.String(), Amount: p.Amount, Time: cmdutil.RFC3339(p.Time)}
 	}
 	return out
 }
@@ -191,108 +191,4 @@ func endName(e ledger.End) string {
 		return "cancelled"
 	}
 	return e.String()
-}
-
-// rfc3339 prints a time as the JSON does: RFC 3339 with nanoseconds in UTC;
-// "" for the zero time.
-func rfc3339(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// spanFlags are --since and --until.
-type spanFlags struct{ since, until string }
-
-func (s *spanFlags) bind(cmd *cobra.Command, what string) {
-	cmd.Flags().StringVar(&s.since, "since", "", what+" taken at or after this time, or this long ago (2026-01-02T15:04:05Z, 2026-01-02, 90m, 1d12h)")
-	cmd.Flags().StringVar(&s.until, "until", "", what+" taken at or before this time, or this long ago")
-}
-
-func (s *spanFlags) parse() (since, until *when, err error) {
-	if since, err = parseWhenFlag("--since", s.since); err != nil {
-		return nil, nil, err
-	}
-	if until, err = parseWhenFlag("--until", s.until); err != nil {
-		return nil, nil, err
-	}
-	// Compared at a common instant: ago-durations move with it alike.
-	if now := time.Now(); since != nil && until != nil && since.time(now).After(until.time(now)) {
-		return nil, nil, usagef("--since %s is after --until %s: nothing could be listed", s.since, s.until)
-	}
-	return since, until, nil
-}
-
-func parseWhenFlag(name, s string) (*when, error) {
-	if s == "" {
-		return nil, nil
-	}
-	w, err := parseWhen(s)
-	if err != nil {
-		return nil, usagef("%s %w", name, err)
-	}
-	return &w, nil
-}
-
-// when is a point in time on the command line: a time, or how long before
-// now (resolved when the command runs).
-type when struct {
-	At  time.Time // zero: Ago before now
-	Ago time.Duration
-}
-
-// Times the ledger can name: cluster timestamps are nanoseconds since the
-// Unix epoch in 63 bits.
-var (
-	minWhen = time.Unix(0, 1)
-	maxWhen = time.Unix(0, 1<<63-1)
-)
-
-// parseWhen parses a time (RFC 3339, or a date: midnight UTC) or a
-// duration back from now, which may start with days ("1d12h").
-func parseWhen(s string) (when, error) {
-	t := strings.TrimSpace(s)
-	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
-		at, err := time.Parse(layout, t)
-		if err != nil {
-			continue
-		}
-		if at.Before(minWhen) || at.After(maxWhen) {
-			return when{}, fmt.Errorf("%q: outside the times a cluster records (%s to %s)", s, rfc3339(minWhen), rfc3339(maxWhen))
-		}
-		return when{At: at}, nil
-	}
-	d, err := parseDays(t)
-	switch {
-	case errors.Is(err, errTooLong) || d > ledger.MaxWindow:
-		return when{}, fmt.Errorf("%q: longer ago than %s (give a time instead)", s, formatWindow(ledger.MaxWindow))
-	case err != nil || d < 0:
-		return when{}, fmt.Errorf("%q: want a time (2026-01-02T15:04:05Z, 2026-01-02) or how long ago (90m, 2d, 1d12h)", s)
-	}
-	return when{Ago: d}, nil
-}
-
-// formatWhen prints w as parseWhen reads it.
-func formatWhen(w when) string {
-	if !w.At.IsZero() {
-		return rfc3339(w.At)
-	}
-	return formatWindow(w.Ago)
-}
-
-// time resolves w at now: the zero time (no bound) for nil, and a time the
-// cluster can name otherwise.
-func (w *when) time(now time.Time) time.Time {
-	switch {
-	case w == nil:
-		return time.Time{}
-	case !w.At.IsZero():
-		return w.At
-	}
-	t := now.Add(-w.Ago)
-	if t.Before(minWhen) || w.Ago < 0 {
-		return minWhen
-	}
-	return t
 }

@@ -8,86 +8,37 @@ import (
 	"testing"
 	"time"
 
-	tb "github.com/tigerbeetle/tigerbeetle-go"
-
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-func TestParseWhen(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want when
-		err  string
-	}{
-		{"90m", when{Ago: 90 * time.Minute}, ""},
-		{"2d", when{Ago: 48 * time.Hour}, ""},
-		{" 1d12h ", when{Ago: 36 * time.Hour}, ""},
-		{"0s", when{}, ""},
-		{"1.5s", when{Ago: 1500 * time.Millisecond}, ""},
-		{"2026-01-02", when{At: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}, ""},
-		{"2026-01-02T15:04:05Z", when{At: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}, ""},
-		{"2026-01-02T15:04:05.5+02:00", when{At: time.Date(2026, 1, 2, 13, 4, 5, 5e8, time.UTC)}, ""},
-		{"1969-12-31", when{}, "outside the times a cluster records"},
-		{"2300-01-01", when{}, "outside the times a cluster records"},
-		{"-1h", when{}, "want a time"},
-		{"60", when{}, "want a time"},
-		{"yesterday", when{}, "want a time"},
-		{"2026-13-01", when{}, "want a time"},
-		{"50000d", when{}, "longer ago than 49710d6h28m15s"},
-		{"", when{}, "want a time"},
-	} {
-		got, err := parseWhen(c.in)
-		switch {
-		case c.err != "":
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("parseWhen(%q) = %+v, %v; want an error containing %q", c.in, got, err, c.err)
-			}
-		case err != nil || !got.At.Equal(c.want.At) || got.Ago != c.want.Ago:
-			t.Errorf("parseWhen(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
-		}
-	}
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		w    *when
-		want time.Time
-	}{
-		{nil, time.Time{}},
-		{&when{Ago: time.Hour}, now.Add(-time.Hour)},
-		{&when{At: now.Add(time.Minute)}, now.Add(time.Minute)},
-		{&when{Ago: 100 * 365 * 24 * time.Hour}, minWhen},
-	} {
-		if got := c.w.time(now); !got.Equal(c.want) {
-			t.Errorf("%+v.time(%v) = %v, want %v", c.w, now, got, c.want)
-		}
-	}
-}
-
 func TestHistoryParsing(t *testing.T) {
 	day2 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	checkParse(t, newCmdHistory, []parseCase[historyOptions]{
-		{args: []string{"api", "alice"}, want: historyOptions{Resource: "api", User: "alice", Max: 100}},
-		{args: []string{"api", "alice", "--since", "2026-01-02", "--until", "1d", "--max", "0"},
-			want: historyOptions{Resource: "api", User: "alice", Since: &when{At: day2}, Until: &when{Ago: 24 * time.Hour}}},
-		{args: []string{"api", "alice", "--since", "1d", "--until", "2026-01-02"}, err: "--since 1d is after --until 2026-01-02"},
-		{args: []string{"api", "alice", "--since", "2026-01-02T00:00:00Z"}, want: historyOptions{Resource: "api", User: "alice", Since: &when{At: day2}, Max: 100}},
-		{args: []string{"api", "alice", "--since", "soon"}, err: `--since "soon": want a time`},
-		{args: []string{"api", "alice", "--until", "-5m"}, err: `--until "-5m": want a time`},
-		{args: []string{"api", "alice", "--max", "-1"}, err: "--max -1: must not be negative"},
-		{args: []string{"api", "alice", "--max", "many"}, err: `--max "many": want a whole number`},
-		{args: []string{"api", " alice"}, err: "USER: "},
-		{args: []string{"api"}, err: "accepts 2 arg(s)"},
+	cmdtest.CheckParse(t, newCmdHistory, []cmdtest.ParseCase[historyOptions]{
+		{Args: []string{"api", "alice"}, Want: historyOptions{Resource: "api", User: "alice", Max: 100}},
+		{Args: []string{"api", "alice", "--since", "2026-01-02", "--until", "1d", "--max", "0"},
+			Want: historyOptions{Resource: "api", User: "alice", Since: &cmdutil.When{At: day2}, Until: &cmdutil.When{Ago: 24 * time.Hour}}},
+		{Args: []string{"api", "alice", "--since", "1d", "--until", "2026-01-02"}, Err: "--since 1d is after --until 2026-01-02"},
+		{Args: []string{"api", "alice", "--since", "2026-01-02T00:00:00Z"}, Want: historyOptions{Resource: "api", User: "alice", Since: &cmdutil.When{At: day2}, Max: 100}},
+		{Args: []string{"api", "alice", "--since", "soon"}, Err: `--since "soon": want a time`},
+		{Args: []string{"api", "alice", "--until", "-5m"}, Err: `--until "-5m": want a time`},
+		{Args: []string{"api", "alice", "--max", "-1"}, Err: "--max -1: must not be negative"},
+		{Args: []string{"api", "alice", "--max", "many"}, Err: `--max "many": want a whole number`},
+		{Args: []string{"api", " alice"}, Err: "USER: "},
+		{Args: []string{"api"}, Err: "accepts 2 arg(s)"},
 	})
 }
 
 func TestAuditParsing(t *testing.T) {
-	checkParse(t, newCmdAudit, []parseCase[auditOptions]{
-		{args: []string{"api"}, want: auditOptions{Resource: "api"}},
-		{args: []string{"api", "alice", "--since", "2h"}, want: auditOptions{Resource: "api", User: "alice", Since: &when{Ago: 2 * time.Hour}}},
-		{args: []string{"api", "alice", "bob"}, err: "accepts between 1 and 2 arg(s)"},
-		{args: []string{"api", "\talice"}, err: "USER: "},
-		{args: []string{"api", "--until", "then"}, err: `--until "then"`},
-		{args: []string{}, err: "accepts between 1 and 2 arg(s)"},
+	cmdtest.CheckParse(t, newCmdAudit, []cmdtest.ParseCase[auditOptions]{
+		{Args: []string{"api"}, Want: auditOptions{Resource: "api"}},
+		{Args: []string{"api", "alice", "--since", "2h"}, Want: auditOptions{Resource: "api", User: "alice", Since: &cmdutil.When{Ago: 2 * time.Hour}}},
+		{Args: []string{"api", "alice", "bob"}, Err: "accepts between 1 and 2 arg(s)"},
+		{Args: []string{"api", "\talice"}, Err: "USER: "},
+		{Args: []string{"api", "--until", "then"}, Err: `--until "then"`},
+		{Args: []string{}, Err: "accepts between 1 and 2 arg(s)"},
 	})
 }
 
@@ -109,11 +60,11 @@ func TestHistoryAndAuditRun(t *testing.T) {
 	clock.Advance(2 * time.Minute)
 	connect := func(context.Context) (*ledger.Client, func(), error) { return c, func() {}, nil }
 	var out, errOut bytes.Buffer
-	printer := func() *printer { return newPrinter(&out, true) }
-	err := historyRun(t.Context(), &historyOptions{Connect: connect, Printer: printer, Now: clock.Now, Resource: "api", User: "alice", Since: &when{Ago: time.Hour}, Max: 1})
+	printer := func() *cmdutil.Printer { return cmdutil.NewPrinter(&out, true) }
+	err := historyRun(t.Context(), &historyOptions{Connect: connect, Printer: printer, Now: clock.Now, Resource: "api", User: "alice", Since: &cmdutil.When{Ago: time.Hour}, Max: 1})
 	var h historyJSON
 	if err != nil || json.Unmarshal(out.Bytes(), &h) != nil || len(h.Admissions) != 1 || !h.More || h.Admissions[0].End != "expired" ||
-		h.Since != rfc3339(clock.Now().Add(-time.Hour)) || h.Until != "" {
+		h.Since != cmdutil.RFC3339(clock.Now().Add(-time.Hour)) || h.Until != "" {
 		t.Fatalf("history = %s, %v; want the newest of two admissions, expired, since an hour before the clock", out.Bytes(), err)
 	}
 	out.Reset()
@@ -126,36 +77,17 @@ func TestHistoryAndAuditRun(t *testing.T) {
 	}
 	// Another program takes alice's units for one second instead of a
 	// window: they come back early, and a window holds more than the limit.
-	shortHold(t, engine, r, "alice", 2)
+	cmdtest.ShortHold(t, engine, r, "alice", 2)
 	clock.Advance(2 * time.Second)
 	if _, err := c.Acquire(t.Context(), r, ledger.Request{User: "alice", Amount: 2}); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
 	if err := auditRun(t.Context(), &auditOptions{Connect: connect, Printer: printer, ErrOut: &errOut, Now: clock.Now, Resource: "api", User: "alice"}); err != overLimit {
-		t.Fatalf("audit of a user over its limit = %v, want exit %d", err, ExitOverLimit)
+		t.Fatalf("audit of a user over its limit = %v, want exit %d", err, cmdutil.ExitOverLimit)
 	}
 	if err := json.Unmarshal(out.Bytes(), &a); err != nil || a.OK || a.Users[0].OK || a.Users[0].MostInWindow != 4 || len(a.Users[0].Over) == 0 {
 		t.Fatalf("audit = %s, %v; want alice over, with 4 in a window", out.Bytes(), err)
-	}
-}
-
-// shortHold takes n units of user on r with a pending transfer of one
-// second, as a program that does not keep the window would.
-func shortHold(t *testing.T, engine tb.Client, r ledger.Resource, user string, n uint64) {
-	t.Helper()
-	res, err := engine.CreateTransfers([]tb.Transfer{{
-		ID:              tb.ID(),
-		DebitAccountID:  tb.BytesToUint128(ledger.UserID(r.Ledger, user)),
-		CreditAccountID: tb.BytesToUint128(ledger.OperatorID(r.Ledger)),
-		Amount:          tb.ToUint128(n),
-		Timeout:         1,
-		Ledger:          r.Ledger,
-		Code:            10,
-		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
-	}})
-	if err != nil || res[0].Status != tb.TransferCreated {
-		t.Fatalf("a short hold = %v, %v", res, err)
 	}
 }
 
@@ -165,13 +97,13 @@ func TestHistoryCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "5", "--lazy")
-	var first decisionJSON
-	e.json(ExitOK, &first, "acquire", "api", "alice", "2", "--ref", "41")
+	var first cmdutil.DecisionJSON
+	e.json(cmdutil.ExitOK, &first, "acquire", "api", "alice", "2", "--ref", "41")
 	e.clock.Advance(time.Minute + time.Millisecond)
-	var d decisionJSON
-	e.json(ExitOK, &d, "acquire", "api", "alice", "--ref", "42")
+	var d cmdutil.DecisionJSON
+	e.json(cmdutil.ExitOK, &d, "acquire", "api", "alice", "--ref", "42")
 	var h historyJSON
-	e.json(ExitOK, &h, "history", "api", "alice")
+	e.json(cmdutil.ExitOK, &h, "history", "api", "alice")
 	if len(h.Admissions) != 2 || h.More || h.Resource != "api" || h.User != "alice" {
 		t.Fatalf("history = %+v, want two admissions", h)
 	}
@@ -180,15 +112,15 @@ func TestHistoryCommand(t *testing.T) {
 		b.ID != first.ID || b.Amount != 2 || b.Ref != 41 || b.End != "expired" {
 		t.Fatalf("history = %+v, want %s in flight, then %s expired", h.Admissions, d.ID, first.ID)
 	}
-	e.json(ExitOK, &h, "history", "api", "alice", "--max", "1")
+	e.json(cmdutil.ExitOK, &h, "history", "api", "alice", "--max", "1")
 	if len(h.Admissions) != 1 || !h.More || h.Admissions[0].ID != d.ID {
 		t.Fatalf("history --max 1 = %+v, want the newest and more", h)
 	}
-	e.json(ExitOK, &h, "history", "api", "alice", "--since", "30s")
+	e.json(cmdutil.ExitOK, &h, "history", "api", "alice", "--since", "30s")
 	if len(h.Admissions) != 1 || h.Admissions[0].ID != d.ID {
 		t.Fatalf("history --since 30s = %+v, want the newest only", h)
 	}
-	e.json(ExitOK, &h, "history", "api", "alice", "--until", first.Time)
+	e.json(cmdutil.ExitOK, &h, "history", "api", "alice", "--until", first.Time)
 	if len(h.Admissions) != 1 || h.Admissions[0].ID != first.ID || h.Until != first.Time {
 		t.Fatalf("history --until %s = %+v, want the first only", first.Time, h)
 	}
@@ -204,10 +136,10 @@ func TestHistoryCommand(t *testing.T) {
 	e.ok("users", "add", "usd", "alice")
 	e.ok("users", "add", "usd", "shop")
 	e.ok("fund", "usd", "alice", "500")
-	var paid decisionJSON
-	e.json(ExitOK, &paid, "pay", "usd", "alice", "shop", "300", "--ref", "7")
-	e.json(ExitDenied, &d, "pay", "usd", "alice", "shop", "300")
-	e.json(ExitOK, &h, "history", "usd", "alice")
+	var paid cmdutil.DecisionJSON
+	e.json(cmdutil.ExitOK, &paid, "pay", "usd", "alice", "shop", "300", "--ref", "7")
+	e.json(cmdutil.ExitDenied, &d, "pay", "usd", "alice", "shop", "300")
+	e.json(cmdutil.ExitOK, &h, "history", "usd", "alice")
 	if len(h.Admissions) != 1 || h.Admissions[0].ID != paid.ID || h.Admissions[0].Payment == nil {
 		t.Fatalf("history of payments = %+v, want the one payment", h)
 	}
@@ -215,13 +147,13 @@ func TestHistoryCommand(t *testing.T) {
 		t.Fatalf("payment = %+v, want 300 to shop", p)
 	}
 	for _, c := range []struct {
-		code ExitCode
+		code cmdutil.ExitCode
 		args []string
 		want string
 	}{
-		{ExitError, []string{"history", "api", "carol"}, `unknown user: "carol"`},
-		{ExitError, []string{"history", "nope", "alice"}, `unknown resource "nope"`},
-		{ExitUsage, []string{"history", "api", "alice", "--since", "tomorrow"}, `--since "tomorrow"`},
+		{cmdutil.ExitError, []string{"history", "api", "carol"}, `unknown user: "carol"`},
+		{cmdutil.ExitError, []string{"history", "nope", "alice"}, `unknown resource "nope"`},
+		{cmdutil.ExitUsage, []string{"history", "api", "alice", "--since", "tomorrow"}, `--since "tomorrow"`},
 	} {
 		if r := e.code(c.code, c.args...); !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("tblimit %s: stdout %q, stderr %q; want an error containing %q", strings.Join(c.args, " "), r.stdout, r.stderr, c.want)
@@ -240,7 +172,7 @@ func TestAuditCommand(t *testing.T) {
 		e.ok("acquire", "api", u, "3")
 	}
 	var a auditJSON
-	r := e.code(ExitOK, "-o", "json", "audit", "api")
+	r := e.code(cmdutil.ExitOK, "-o", "json", "audit", "api")
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || !a.OK || len(a.Users) != 3 || len(a.Unaudited) != 0 ||
 		a.Users[2].User != long || a.Users[2].ID != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {
 		t.Fatalf("audit = %s, %v; want alice, bob and the long key (named, and its account) within their limits", r.stdout, err)
@@ -249,7 +181,7 @@ func TestAuditCommand(t *testing.T) {
 	if r.stderr != "" {
 		t.Errorf("audit's notice = %q, want none", r.stderr)
 	}
-	e.json(ExitOK, &a, "audit", "api", long)
+	e.json(cmdutil.ExitOK, &a, "audit", "api", long)
 	if !a.OK || len(a.Users) != 1 || a.Users[0].User != long {
 		t.Fatalf("audit of the long key = %+v", a)
 	}
@@ -259,24 +191,24 @@ func TestAuditCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shortHold(t, held, ledger.Resource{Ledger: 1}, "bob", 3)
+	cmdtest.ShortHold(t, held, ledger.Resource{Ledger: 1}, "bob", 3)
 	held.Close()
 	e.clock.Advance(2 * time.Second)
 	e.ok("acquire", "api", "bob", "3")
-	r = e.code(ExitOverLimit, "audit", "api")
+	r = e.code(cmdutil.ExitOverLimit, "audit", "api")
 	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "bob\t3\t6\t") || !strings.HasSuffix(lines[1], "\tOVER in 1 window") {
 		t.Fatalf("audit with bob over = %q, want bob's line saying so", r.stdout)
 	}
-	e.json(ExitOverLimit, &a, "audit", "api", "bob")
+	e.json(cmdutil.ExitOverLimit, &a, "audit", "api", "bob")
 	if a.OK || a.Users[0].MostInWindow != 6 || len(a.Users[0].Over) != 1 {
 		t.Fatalf("audit of bob = %+v", a)
 	}
-	e.json(ExitOK, &a, "audit", "api", "alice")
-	e.json(ExitOK, &a, "audit", "api", "bob", "--until", bobFirst) // before the short hold
+	e.json(cmdutil.ExitOK, &a, "audit", "api", "alice")
+	e.json(cmdutil.ExitOK, &a, "audit", "api", "bob", "--until", bobFirst) // before the short hold
 	if a.Users[0].Holds != 1 {
 		t.Fatalf("audit of bob --until %s = %+v, want his first hold only", bobFirst, a)
 	}
-	if r := e.code(ExitError, "audit", "api", "carol"); !strings.Contains(r.stderr, `unknown user: "carol"`) {
+	if r := e.code(cmdutil.ExitError, "audit", "api", "carol"); !strings.Contains(r.stderr, `unknown user: "carol"`) {
 		t.Errorf("audit of an unknown user: %q", r.stderr)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 )
 
 // One key rule (ledger.NormalizeKey) for arguments, CSV and YAML: a key is
@@ -22,23 +24,23 @@ func TestKeyRuleEverywhere(t *testing.T) {
 	nfdCSV := write("nfd.csv", "\u00e9,1\ne\u0301,2\n")
 	before := e.dataBytes()
 	for _, c := range []struct {
-		code ExitCode
+		code cmdutil.ExitCode
 		args []string
 		want string
 	}{
-		{ExitUsage, []string{"users", "add", "api", " alice"}, `KEY: " alice" begins or ends with white space`},
-		{ExitUsage, []string{"users", "add", "api", "alice "}, `KEY: "alice " begins or ends with white space`},
-		{ExitUsage, []string{"users", "add", "api", "a\tb"}, `KEY: "a\tb" has a control character`},
-		{ExitUsage, []string{"users", "add", "api", "a\nb"}, "control character"},
-		{ExitUsage, []string{"users", "add", "api", "\xff"}, "not valid UTF-8"},
-		{ExitUsage, []string{"acquire", "api", " alice"}, `USER: " alice" begins or ends with white space`},
-		{ExitUsage, []string{"users", "set-limit", "api", " alice", "3"}, "white space"},
-		{ExitUsage, []string{"usage", "api", "alice\r"}, "control character"},
-		{ExitError, []string{"users", "import", "api", leadCSV}, `lead.csv:2: " alice" begins or ends with white space`},
-		{ExitError, []string{"users", "import", "api", trailCSV}, `trail.csv:2: "alice " begins or ends with white space`},
-		{ExitError, []string{"users", "import", "api", tabCSV}, "tab.csv:1: "},
-		{ExitError, []string{"users", "import", "api", nfdCSV}, `nfd.csv:2: user "é" is also on line 1`},
-		{ExitError, []string{"apply", "-f", spaceYAML}, `space.yaml:8: " alice" begins or ends with white space`},
+		{cmdutil.ExitUsage, []string{"users", "add", "api", " alice"}, `KEY: " alice" begins or ends with white space`},
+		{cmdutil.ExitUsage, []string{"users", "add", "api", "alice "}, `KEY: "alice " begins or ends with white space`},
+		{cmdutil.ExitUsage, []string{"users", "add", "api", "a\tb"}, `KEY: "a\tb" has a control character`},
+		{cmdutil.ExitUsage, []string{"users", "add", "api", "a\nb"}, "control character"},
+		{cmdutil.ExitUsage, []string{"users", "add", "api", "\xff"}, "not valid UTF-8"},
+		{cmdutil.ExitUsage, []string{"acquire", "api", " alice"}, `USER: " alice" begins or ends with white space`},
+		{cmdutil.ExitUsage, []string{"users", "set-limit", "api", " alice", "3"}, "white space"},
+		{cmdutil.ExitUsage, []string{"usage", "api", "alice\r"}, "control character"},
+		{cmdutil.ExitError, []string{"users", "import", "api", leadCSV}, `lead.csv:2: " alice" begins or ends with white space`},
+		{cmdutil.ExitError, []string{"users", "import", "api", trailCSV}, `trail.csv:2: "alice " begins or ends with white space`},
+		{cmdutil.ExitError, []string{"users", "import", "api", tabCSV}, "tab.csv:1: "},
+		{cmdutil.ExitError, []string{"users", "import", "api", nfdCSV}, `nfd.csv:2: user "é" is also on line 1`},
+		{cmdutil.ExitError, []string{"apply", "-f", spaceYAML}, `space.yaml:8: " alice" begins or ends with white space`},
 	} {
 		r := e.code(c.code, c.args...)
 		if !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
@@ -52,13 +54,13 @@ func TestKeyRuleEverywhere(t *testing.T) {
 	// "é" as one character (NFC) or as "e" and an accent (NFD) is one user.
 	e.ok("users", "add", "api", "e\u0301")
 	var u userJSON
-	e.json(ExitOK, &u, "users", "show", "api", "\u00e9")
+	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "\u00e9")
 	if u.User != "\u00e9" || u.Limit != 10 {
 		t.Errorf("users show in NFC after users add in NFD = %+v", u)
 	}
-	e.code(ExitOK, "acquire", "api", "e\u0301")
+	e.code(cmdutil.ExitOK, "acquire", "api", "e\u0301")
 	var list usersJSON
-	e.json(ExitOK, &list, "users", "list", "api")
+	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != 1 || list.Users[0].InFlight != 1 {
 		t.Errorf("users list = %+v, want one user é with 1 in flight", list)
 	}
@@ -78,26 +80,8 @@ func TestUsersListColumns(t *testing.T) {
 		t.Fatalf("users list printed %d lines for %d users: %q", len(lines), len(keys), lines)
 	}
 	for i, l := range lines {
-		if f := strings.Split(l, "\t"); len(f) != 4 || f[0] != displayKey(keys[i]) {
-			t.Errorf("line %d = %q, want 4 columns starting with %q", i, l, displayKey(keys[i]))
-		}
-	}
-}
-
-func TestDisplayKey(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"alice", "alice"},
-		{"a b", "a b"},
-		{"\u00e9", "\u00e9"},
-		{"a\tb", `"a\tb"`},
-		{"a\nb", `"a\nb"`},
-		{"\xff", `"\xff"`},
-		{" a", `" a"`},
-		{"e\u0301", "\"e\u0301\""}, // NFD: not as the ledger keeps keys
-		{`"q"`, `"\"q\""`},
-	} {
-		if got := displayKey(c.in); got != c.want {
-			t.Errorf("displayKey(%q) = %s, want %s", c.in, got, c.want)
+		if f := strings.Split(l, "\t"); len(f) != 4 || f[0] != cmdutil.DisplayKey(keys[i]) {
+			t.Errorf("line %d = %q, want 4 columns starting with %q", i, l, cmdutil.DisplayKey(keys[i]))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/internal/launch"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/testenv/fake"
@@ -43,8 +44,8 @@ func TestMain(m *testing.M) {
 	}
 	// The tests say what they connect to; a developer's settings must not
 	// send them to a cluster.
-	for _, name := range append(envFlags, rlsServeEnvFlags...) {
-		os.Unsetenv(envName(name))
+	for _, name := range append(cmdutil.EnvFlags, rlsServeEnvFlags...) {
+		os.Unsetenv(cmdutil.EnvName(name))
 	}
 	os.Exit(m.Run())
 }
@@ -77,7 +78,7 @@ func newRealTimeEnv(t *testing.T) *cliEnv {
 
 type result struct {
 	stdout, stderr string
-	code           ExitCode
+	code           cmdutil.ExitCode
 }
 
 func (e *cliEnv) run(args ...string) result {
@@ -88,9 +89,9 @@ func (e *cliEnv) run(args ...string) result {
 func (e *cliEnv) runIn(stdin string, args ...string) result {
 	e.t.Helper()
 	var out, errb bytes.Buffer
-	f := newFactory(strings.NewReader(stdin), &out, &errb)
+	f := cmdutil.NewFactory(strings.NewReader(stdin), &out, &errb)
 	if e.clock != nil {
-		f.clock = e.clock
+		f.Clock = e.clock
 	}
 	code := run(e.ctx, append(append([]string(nil), e.base...), args...), f)
 	return result{out.String(), errb.String(), code}
@@ -100,7 +101,7 @@ func (e *cliEnv) runIn(stdin string, args ...string) result {
 func (e *cliEnv) ok(args ...string) string {
 	e.t.Helper()
 	r := e.run(args...)
-	if r.code != ExitOK {
+	if r.code != cmdutil.ExitOK {
 		e.t.Fatalf("tblimit %s = exit %d, want 0; stderr:\n%s", strings.Join(args, " "), r.code, r.stderr)
 	}
 	if r.stderr != "" {
@@ -110,7 +111,7 @@ func (e *cliEnv) ok(args ...string) string {
 }
 
 // code runs a command and checks its exit code.
-func (e *cliEnv) code(want ExitCode, args ...string) result {
+func (e *cliEnv) code(want cmdutil.ExitCode, args ...string) result {
 	e.t.Helper()
 	r := e.run(args...)
 	if r.code != want {
@@ -121,7 +122,7 @@ func (e *cliEnv) code(want ExitCode, args ...string) result {
 
 // json runs a command with -o json that must exit with code want, and
 // decodes its output into v.
-func (e *cliEnv) json(want ExitCode, v any, args ...string) {
+func (e *cliEnv) json(want cmdutil.ExitCode, v any, args ...string) {
 	e.t.Helper()
 	r := e.code(want, append([]string{"-o", "json"}, args...)...)
 	dec := json.NewDecoder(strings.NewReader(r.stdout))

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 )
 
 // An empty list is [] in every command's JSON, never null.
@@ -20,18 +21,18 @@ func TestJSONListsAreEmptyNotNull(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, c := range []struct {
-		code ExitCode
+		code cmdutil.ExitCode
 		args []string
 		list string
 	}{
-		{ExitOK, []string{"resources", "list"}, "resources"},
-		{ExitOK, []string{"apply", "-f", yml}, "changes"},
-		{ExitOK, []string{"apply", "-f", yml, "--dry-run"}, "changes"}, // nothing to do
-		{ExitOK, []string{"apply", "-f", yml}, "changes"},              // nothing to do
-		{ExitOK, []string{"users", "list", "api"}, "users"},
-		{ExitError, []string{"tigerbeetle", "status", "--dir", dir}, "addresses"},
-		{ExitError, []string{"tigerbeetle", "status", "--dir", dir}, "replicas"},
-		{ExitOK, []string{"tigerbeetle", "down", "--dir", dir}, "addresses"},
+		{cmdutil.ExitOK, []string{"resources", "list"}, "resources"},
+		{cmdutil.ExitOK, []string{"apply", "-f", yml}, "changes"},
+		{cmdutil.ExitOK, []string{"apply", "-f", yml, "--dry-run"}, "changes"}, // nothing to do
+		{cmdutil.ExitOK, []string{"apply", "-f", yml}, "changes"},              // nothing to do
+		{cmdutil.ExitOK, []string{"users", "list", "api"}, "users"},
+		{cmdutil.ExitError, []string{"tigerbeetle", "status", "--dir", dir}, "addresses"},
+		{cmdutil.ExitError, []string{"tigerbeetle", "status", "--dir", dir}, "replicas"},
+		{cmdutil.ExitOK, []string{"tigerbeetle", "down", "--dir", dir}, "addresses"},
 	} {
 		r := e.code(c.code, append([]string{"-o", "json"}, c.args...)...)
 		var m map[string]json.RawMessage
@@ -41,25 +42,5 @@ func TestJSONListsAreEmptyNotNull(t *testing.T) {
 		if !bytes.HasPrefix(m[c.list], []byte("[")) || strings.Contains(r.stdout, "null") {
 			t.Errorf("tblimit -o json %s: %s = %s in %s, want a list, and no null anywhere", strings.Join(c.args, " "), c.list, m[c.list], r.stdout)
 		}
-	}
-}
-
-func TestNoNullLists(t *testing.T) {
-	type inner struct{ L []int }
-	type outer struct {
-		A []string
-		B []inner
-		P *inner
-		N *inner
-		x []int
-	}
-	in := outer{B: []inner{{}}, P: &inner{}, x: nil}
-	got := noNullLists(reflect.ValueOf(in)).Interface().(outer)
-	b, _ := json.Marshal(got)
-	if string(b) != `{"A":[],"B":[{"L":[]}],"P":{"L":[]},"N":null}` {
-		t.Errorf("noNullLists = %s", b)
-	}
-	if in.B[0].L != nil || in.P.L != nil {
-		t.Errorf("noNullLists changed its argument: %+v", in)
 	}
 }

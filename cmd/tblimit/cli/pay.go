@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type payOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	From, To string
@@ -20,9 +21,9 @@ type payOptions struct {
 	Ref      uint64
 }
 
-func newCmdPay(f *factory, runF func(context.Context, *payOptions) error) *cobra.Command {
-	opts := &payOptions{Connect: f.connect, Printer: f.printer}
-	var req requestFlags
+func newCmdPay(f *cmdutil.Factory, runF func(context.Context, *payOptions) error) *cobra.Command {
+	opts := &payOptions{Connect: f.Connect, Printer: f.Printer}
+	var req cmdutil.RequestFlags
 	cmd := &cobra.Command{
 		Use:   "pay RESOURCE FROM TO AMOUNT",
 		Short: "Pay under a money limit (exit 3 when the limit or the funds deny)",
@@ -34,22 +35,22 @@ Both users need an account on the currency ledger (tblimit users add), and
 FROM the funds (tblimit fund). Exits 0 when paid and 3 when denied, by the
 limit or for lack of funds: then nothing at all moved.`,
 		Args:              cobra.ExactArgs(4),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.From, err = keyArg("FROM", args[1]); err != nil {
+			if opts.From, err = cmdutil.KeyArg("FROM", args[1]); err != nil {
 				return err
 			}
-			if opts.To, err = keyArg("TO", args[2]); err != nil {
+			if opts.To, err = cmdutil.KeyArg("TO", args[2]); err != nil {
 				return err
 			}
 			if opts.From == opts.To {
-				return usagef("FROM and TO are both %q: a user cannot pay itself", opts.From)
+				return cmdutil.Usagef("FROM and TO are both %q: a user cannot pay itself", opts.From)
 			}
-			if opts.Amount, err = parseAmount(args[3]); err != nil {
-				return usagef("AMOUNT %w", err)
+			if opts.Amount, err = cmdutil.ParseAmount(args[3]); err != nil {
+				return cmdutil.Usagef("AMOUNT %w", err)
 			}
-			if opts.ID, opts.Ref, err = req.parse(); err != nil {
+			if opts.ID, opts.Ref, err = req.Parse(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -58,7 +59,7 @@ limit or for lack of funds: then nothing at all moved.`,
 			return payRun(cmd.Context(), opts)
 		},
 	}
-	req.bind(cmd, "a payment")
+	req.Bind(cmd, "a payment")
 	return cmd
 }
 
@@ -66,7 +67,7 @@ func payRun(ctx context.Context, opts *payOptions) error {
 	var d ledger.Decision
 	var r ledger.Resource
 	var funds uint64
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) (err error) {
 		r = res
 		if r.Kind != ledger.KindMoney {
 			return fmt.Errorf("%s is a %s resource, not money: use tblimit acquire", r.Name, r.Kind)
@@ -77,12 +78,12 @@ func payRun(ctx context.Context, opts *payOptions) error {
 		}
 		for _, u := range []string{opts.From, opts.To} {
 			if _, err := c.Funds(ctx, r.Currency, u); err != nil {
-				return hint(err, "tblimit users add %s %s opens it", r.Name, u)
+				return cmdutil.Hint(err, "tblimit users add %s %s opens it", r.Name, u)
 			}
 		}
 		d, err = c.Pay(ctx, r, ledger.Payment{From: opts.From, To: opts.To, Amount: opts.Amount, ID: opts.ID, Ref: opts.Ref})
 		if err != nil {
-			return usedID(retryable(err))
+			return cmdutil.UsedID(cmdutil.Retryable(err))
 		}
 		funds, err = c.Funds(ctx, r.Currency, opts.From)
 		return err
@@ -90,11 +91,11 @@ func payRun(ctx context.Context, opts *payOptions) error {
 	if err != nil {
 		return err
 	}
-	out := decisionOut(r, opts.Amount, d)
+	out := cmdutil.DecisionOut(r, opts.Amount, d)
 	out.From, out.To, out.Funds = opts.From, opts.To, &funds
 	p := opts.Printer()
-	return emitDecision(p, out, d, func() {
-		printDecision(p, fmt.Sprintf("pay %d from %q to %q on %s", opts.Amount, opts.From, opts.To, r.Name), d)
-		p.printf("%q holds %d\n", opts.From, funds)
+	return cmdutil.EmitDecision(p, out, d, func() {
+		cmdutil.PrintDecision(p, fmt.Sprintf("pay %d from %q to %q on %s", opts.Amount, opts.From, opts.To, r.Name), d)
+		p.Printf("%q holds %d\n", opts.From, funds)
 	})
 }

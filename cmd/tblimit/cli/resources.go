@@ -3,17 +3,16 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
-func newCmdResources(f *factory) *cobra.Command {
-	cmd := group(&cobra.Command{
+func newCmdResources(f *cmdutil.Factory) *cobra.Command {
+	cmd := cmdutil.Group(&cobra.Command{
 		Use:     "resources",
 		Aliases: []string{"resource"},
 		Short:   "Create, list and show limited resources",
@@ -29,8 +28,8 @@ users move to a new resource with tblimit resources migrate.`,
 }
 
 type resourcesCreateOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource ledger.Resource // validated
 }
@@ -41,8 +40,8 @@ type resourceFlags struct {
 	lazy                                  bool
 }
 
-func newCmdResourcesCreate(f *factory, runF func(context.Context, *resourcesCreateOptions) error) *cobra.Command {
-	opts := &resourcesCreateOptions{Connect: f.connect, Printer: f.printer}
+func newCmdResourcesCreate(f *cmdutil.Factory, runF func(context.Context, *resourcesCreateOptions) error) *cobra.Command {
+	opts := &resourcesCreateOptions{Connect: f.Connect, Printer: f.Printer}
 	var fl resourceFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME --kind requests|bytes|money --ledger N --window DURATION --limit N",
@@ -82,35 +81,35 @@ seconds (2s, 1m, 24h, 1d, 1d12h); money amounts are in the currency's smallest u
 func (fl *resourceFlags) resource(name string) (ledger.Resource, error) {
 	for _, req := range [][2]string{{"kind", fl.kind}, {"ledger", fl.ledger}, {"window", fl.window}, {"limit", fl.limit}} {
 		if req[1] == "" {
-			return ledger.Resource{}, usagef("--%s is required (see tblimit resources create --help)", req[0])
+			return ledger.Resource{}, cmdutil.Usagef("--%s is required (see tblimit resources create --help)", req[0])
 		}
 	}
 	kind, err := ledger.ParseKind(fl.kind)
 	if err != nil {
-		return ledger.Resource{}, usagef("--kind %q: want requests, bytes or money", fl.kind)
+		return ledger.Resource{}, cmdutil.Usagef("--kind %q: want requests, bytes or money", fl.kind)
 	}
 	r := ledger.Resource{Name: name, Kind: kind, Lazy: fl.lazy}
-	if r.Ledger, err = parseLedger(fl.ledger); err != nil {
-		return r, usagef("--ledger %w", err)
+	if r.Ledger, err = cmdutil.ParseLedger(fl.ledger); err != nil {
+		return r, cmdutil.Usagef("--ledger %w", err)
 	}
-	if r.Window, err = parseWindow(fl.window); err != nil {
-		return r, usagef("--window %w", err)
+	if r.Window, err = cmdutil.ParseWindow(fl.window); err != nil {
+		return r, cmdutil.Usagef("--window %w", err)
 	}
-	if r.DefaultLimit, err = parseLimit(fl.limit); err != nil {
-		return r, usagef("--limit %w", err)
+	if r.DefaultLimit, err = cmdutil.ParseLimit(fl.limit); err != nil {
+		return r, cmdutil.Usagef("--limit %w", err)
 	}
 	switch {
 	case fl.currency != "" && kind != ledger.KindMoney:
-		return r, usagef("--currency: only a money resource has a currency ledger")
+		return r, cmdutil.Usagef("--currency: only a money resource has a currency ledger")
 	case fl.currency != "":
-		if r.Currency, err = parseLedger(fl.currency); err != nil {
-			return r, usagef("--currency %w", err)
+		if r.Currency, err = cmdutil.ParseLedger(fl.currency); err != nil {
+			return r, cmdutil.Usagef("--currency %w", err)
 		}
 	case kind == ledger.KindMoney:
-		return r, usagef("--currency is required for a money resource: the ledger of the currency paid under the limit")
+		return r, cmdutil.Usagef("--currency is required for a money resource: the ledger of the currency paid under the limit")
 	}
 	if err := r.Validate(); err != nil {
-		return r, &usageError{err}
+		return r, cmdutil.AsUsage(err)
 	}
 	return r, nil
 }
@@ -118,14 +117,14 @@ func (fl *resourceFlags) resource(name string) (ledger.Resource, error) {
 func resourcesCreateRun(ctx context.Context, opts *resourcesCreateOptions) error {
 	r := opts.Resource
 	created := true
-	err := withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
+	err := cmdutil.WithLedger(ctx, opts.Connect, func(c *ledger.Client) error {
 		all, err := c.Resources(ctx)
 		if err != nil {
 			return err
 		}
-		err = checkNewResource(r, all)
+		err = cmdutil.CheckNewResource(r, all)
 		switch {
-		case errors.Is(err, errExists):
+		case errors.Is(err, cmdutil.ErrResourceExists):
 			created = false
 			return nil
 		case err != nil:
@@ -136,65 +135,25 @@ func resourcesCreateRun(ctx context.Context, opts *resourcesCreateOptions) error
 	if err != nil {
 		return err
 	}
-	out := resourceOut(r)
+	out := cmdutil.ResourceOut(r)
 	out.Created = &created
 	p := opts.Printer()
-	return p.emit(out, func() {
+	return p.Emit(out, func() {
 		if created {
-			p.printf("created resource %s\n", r)
+			p.Printf("created resource %s\n", r)
 		} else {
-			p.printf("resource %s exists already\n", r)
+			p.Printf("resource %s exists already\n", r)
 		}
 	})
 }
 
-var errExists = errors.New("exists")
-
-// checkNewResource reports whether r may be created next to the resources
-// all: errExists if it exists as it is, an error if it clashes.
-func checkNewResource(r ledger.Resource, all []ledger.Resource) error {
-	for _, old := range all {
-		switch {
-		case old.Ledger == r.Ledger && old == r:
-			return errExists
-		case old.Ledger == r.Ledger:
-			return fmt.Errorf("ledger %d already holds resource %s, which differs in %s; resources cannot be changed once created (create a new one on another ledger)",
-				r.Ledger, old.Name, resourceDiff(old, r))
-		case old.Name == r.Name:
-			return fmt.Errorf("the name %q is taken by resource %s", r.Name, old)
-		case old.Kind == ledger.KindMoney && old.Currency == r.Ledger:
-			return fmt.Errorf("ledger %d is the currency ledger of resource %s", r.Ledger, old.Name)
-		case r.Kind == ledger.KindMoney && r.Currency == old.Ledger:
-			return fmt.Errorf("currency ledger %d is the limit ledger of resource %s", r.Currency, old.Name)
-		}
-	}
-	return nil
-}
-
-// resourceDiff says how want differs from have.
-func resourceDiff(have, want ledger.Resource) string {
-	var d []string
-	add := func(field string, h, w any) {
-		if h != w {
-			d = append(d, fmt.Sprintf("%s (%v, not %v)", field, h, w))
-		}
-	}
-	add("name", have.Name, want.Name)
-	add("kind", have.Kind, want.Kind)
-	add("window", formatWindow(have.Window), formatWindow(want.Window))
-	add("default limit", have.DefaultLimit, want.DefaultLimit)
-	add("lazy", have.Lazy, want.Lazy)
-	add("currency ledger", have.Currency, want.Currency)
-	return strings.Join(d, ", ")
-}
-
 type resourcesListOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 }
 
-func newCmdResourcesList(f *factory, runF func(context.Context, *resourcesListOptions) error) *cobra.Command {
-	opts := &resourcesListOptions{Connect: f.connect, Printer: f.printer}
+func newCmdResourcesList(f *cmdutil.Factory, runF func(context.Context, *resourcesListOptions) error) *cobra.Command {
+	opts := &resourcesListOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the resources",
@@ -210,26 +169,26 @@ func newCmdResourcesList(f *factory, runF func(context.Context, *resourcesListOp
 
 func resourcesListRun(ctx context.Context, opts *resourcesListOptions) error {
 	var all []ledger.Resource
-	err := withLedger(ctx, opts.Connect, func(c *ledger.Client) (err error) {
+	err := cmdutil.WithLedger(ctx, opts.Connect, func(c *ledger.Client) (err error) {
 		all, err = c.Resources(ctx)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	out := resourcesJSON{Resources: []resourceJSON{}}
+	out := resourcesJSON{Resources: []cmdutil.ResourceJSON{}}
 	rows := make([][]string, 0, len(all))
 	for _, r := range all {
-		out.Resources = append(out.Resources, resourceOut(r))
+		out.Resources = append(out.Resources, cmdutil.ResourceOut(r))
 		rows = append(rows, resourceRow(r))
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
-		if len(all) == 0 && p.tty {
-			p.printf("no resources yet: create one with tblimit resources create\n")
+	return p.Emit(out, func() {
+		if len(all) == 0 && p.TTY {
+			p.Printf("no resources yet: create one with tblimit resources create\n")
 			return
 		}
-		p.table([]string{"NAME", "KIND", "LEDGER", "WINDOW", "DEFAULT LIMIT", "LAZY", "CURRENCY LEDGER"}, rows)
+		p.Table([]string{"NAME", "KIND", "LEDGER", "WINDOW", "DEFAULT LIMIT", "LAZY", "CURRENCY LEDGER"}, rows)
 	})
 }
 
@@ -238,24 +197,24 @@ func resourceRow(r ledger.Resource) []string {
 	if r.Kind == ledger.KindMoney {
 		currency = strconv.FormatUint(uint64(r.Currency), 10)
 	}
-	return []string{r.Name, r.Kind.String(), strconv.FormatUint(uint64(r.Ledger), 10), formatWindow(r.Window),
+	return []string{r.Name, r.Kind.String(), strconv.FormatUint(uint64(r.Ledger), 10), cmdutil.FormatWindow(r.Window),
 		strconv.FormatUint(r.DefaultLimit, 10), strconv.FormatBool(r.Lazy), currency}
 }
 
 type resourcesShowOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 }
 
-func newCmdResourcesShow(f *factory, runF func(context.Context, *resourcesShowOptions) error) *cobra.Command {
-	opts := &resourcesShowOptions{Connect: f.connect, Printer: f.printer}
+func newCmdResourcesShow(f *cmdutil.Factory, runF func(context.Context, *resourcesShowOptions) error) *cobra.Command {
+	opts := &resourcesShowOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:               "show RESOURCE",
 		Short:             "Show a resource, by name or ledger number",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Resource = args[0]
 			if runF != nil {
@@ -268,7 +227,7 @@ func newCmdResourcesShow(f *factory, runF func(context.Context, *resourcesShowOp
 
 func resourcesShowRun(ctx context.Context, opts *resourcesShowOptions) error {
 	var r ledger.Resource
-	err := withResource(ctx, opts.Connect, opts.Resource, func(_ *ledger.Client, res ledger.Resource) error {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(_ *ledger.Client, res ledger.Resource) error {
 		r = res
 		return nil
 	})
@@ -276,9 +235,13 @@ func resourcesShowRun(ctx context.Context, opts *resourcesShowOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(resourceOut(r), func() {
+	return p.Emit(cmdutil.ResourceOut(r), func() {
 		row := resourceRow(r)
-		p.fields([][2]string{{"name", row[0]}, {"kind", row[1]}, {"ledger", row[2]}, {"window", row[3]},
+		p.Fields([][2]string{{"name", row[0]}, {"kind", row[1]}, {"ledger", row[2]}, {"window", row[3]},
 			{"default limit", row[4]}, {"lazy", row[5]}, {"currency ledger", row[6]}})
 	})
+}
+
+type resourcesJSON struct {
+	Resources []cmdutil.ResourceJSON `json:"resources"`
 }

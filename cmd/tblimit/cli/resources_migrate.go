@@ -5,19 +5,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type resourcesMigrateOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	From, To string
 	User     string // "": every user of From
 }
 
-func newCmdResourcesMigrate(f *factory, runF func(context.Context, *resourcesMigrateOptions) error) *cobra.Command {
-	opts := &resourcesMigrateOptions{Connect: f.connect, Printer: f.printer}
+func newCmdResourcesMigrate(f *cmdutil.Factory, runF func(context.Context, *resourcesMigrateOptions) error) *cobra.Command {
+	opts := &resourcesMigrateOptions{Connect: f.Connect, Printer: f.Printer}
 	cmd := &cobra.Command{
 		Use:   "migrate FROM TO [--user KEY]",
 		Short: "Move the users of a resource to another (a new window or default limit), units in flight carried",
@@ -33,11 +34,11 @@ after, for what they took on FROM meanwhile: it carries only what it did not car
   # deploy the callers on api2, then:
   tblimit resources migrate api api2`,
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.From, opts.To = args[0], args[1]
 			if opts.User != "" {
-				if opts.User, err = keyArg("--user", opts.User); err != nil {
+				if opts.User, err = cmdutil.KeyArg("--user", opts.User); err != nil {
 					return err
 				}
 			}
@@ -62,12 +63,12 @@ type migrateJSON struct {
 
 func resourcesMigrateRun(ctx context.Context, opts *resourcesMigrateOptions) error {
 	out := migrateJSON{}
-	err := withLedger(ctx, opts.Connect, func(c *ledger.Client) error {
-		from, err := resolve(ctx, c, opts.From)
+	err := cmdutil.WithLedger(ctx, opts.Connect, func(c *ledger.Client) error {
+		from, err := cmdutil.Resolve(ctx, c, opts.From)
 		if err != nil {
 			return err
 		}
-		to, err := resolve(ctx, c, opts.To)
+		to, err := cmdutil.Resolve(ctx, c, opts.To)
 		if err != nil {
 			return err
 		}
@@ -101,11 +102,11 @@ func resourcesMigrateRun(ctx context.Context, opts *resourcesMigrateOptions) err
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
-		p.printf("migrated %s from %s to %s: %s (%d units) carried over\n", plural(out.Users, "user"), out.From, out.To,
-			plural(out.Carried, "hold"), out.CarriedUnits)
+	return p.Emit(out, func() {
+		p.Printf("migrated %s from %s to %s: %s (%d units) carried over\n", cmdutil.Plural(out.Users, "user"), out.From, out.To,
+			cmdutil.Plural(out.Carried, "hold"), out.CarriedUnits)
 		if out.Unnamed > 0 {
-			p.printf("%s of %s not migrated: their keys are not kept (provisioned by an older tblimit)\n", plural(out.Unnamed, "user"), out.From)
+			p.Printf("%s of %s not migrated: their keys are not kept (provisioned by an older tblimit)\n", cmdutil.Plural(out.Unnamed, "user"), out.From)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/recipes/ratelimit"
@@ -48,10 +49,10 @@ type rlsServeOptions struct {
 var rlsServeEnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
 	"tls-client-ca", "max-waiting", "shutdown-timeout"}
 
-func newCmdServe(f *factory, runF func(context.Context, *rlsServeOptions) error) *cobra.Command {
-	opts := &rlsServeOptions{Out: f.out, ErrOut: f.errOut, Reload: sighup,
+func newCmdServe(f *cmdutil.Factory, runF func(context.Context, *rlsServeOptions) error) *cobra.Command {
+	opts := &rlsServeOptions{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
 		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
-			return f.global.open(f.clock, f.errOut, lopts...)
+			return f.Global.Open(f.Clock, f.ErrOut, lopts...)
 		}}
 	cmd := &cobra.Command{
 		Use:   "serve --config PATH",
@@ -76,7 +77,7 @@ and closes the cluster client.
 Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := fromEnv(cmd.Flags(), rlsServeEnvFlags); err != nil {
+			if err := cmdutil.FromEnv(cmd.Flags(), rlsServeEnvFlags); err != nil {
 				return err
 			}
 			if err := opts.validate(); err != nil {
@@ -109,21 +110,21 @@ func (o *rlsServeOptions) validate() error {
 	case o.CheckConfig != "":
 		return nil
 	case o.Config == "":
-		return usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format")
+		return cmdutil.Usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format")
 	case o.Unavailable != "open" && o.Unavailable != "closed":
-		return usagef("--unavailable %q: want open or closed", o.Unavailable)
+		return cmdutil.Usagef("--unavailable %q: want open or closed", o.Unavailable)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
-		return usagef("--tls-cert and --tls-key go together")
+		return cmdutil.Usagef("--tls-cert and --tls-key go together")
 	case o.TLSClientCA != "" && o.TLSCert == "":
-		return usagef("--tls-client-ca needs --tls-cert and --tls-key")
+		return cmdutil.Usagef("--tls-client-ca needs --tls-cert and --tls-key")
 	case o.MaxWaiting <= 0:
-		return usagef("--max-waiting %d: must be positive", o.MaxWaiting)
+		return cmdutil.Usagef("--max-waiting %d: must be positive", o.MaxWaiting)
 	case o.ShutdownTimeout <= 0:
-		return usagef("--shutdown-timeout %s: must be positive", o.ShutdownTimeout)
+		return cmdutil.Usagef("--shutdown-timeout %s: must be positive", o.ShutdownTimeout)
 	case o.ReloadInterval <= 0:
-		return usagef("--reload-interval %s: must be positive", o.ReloadInterval)
+		return cmdutil.Usagef("--reload-interval %s: must be positive", o.ReloadInterval)
 	case o.GRPCAddr == "" && o.HTTPAddr == "":
-		return usagef("--grpc-addr and --http-addr are both empty: nothing to serve")
+		return cmdutil.Usagef("--grpc-addr and --http-addr are both empty: nothing to serve")
 	}
 	return nil
 }
@@ -275,7 +276,7 @@ func sighup() (<-chan struct{}, func()) {
 func checkConfig(opts *rlsServeOptions) error {
 	cfg, err := ratelimit.LoadConfig(opts.CheckConfig)
 	if err != nil {
-		return &usageError{err}
+		return cmdutil.AsUsage(err)
 	}
 	for _, r := range cfg.Rules() {
 		limit := "unlimited"

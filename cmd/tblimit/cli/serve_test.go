@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
 
@@ -20,24 +22,24 @@ func TestServeFlags(t *testing.T) {
 	def := rlsServeOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "closed", MaxWaiting: 4096,
 		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second}
 	with := func(f func(*rlsServeOptions)) rlsServeOptions { o := def; f(&o); return o }
-	checkParse(t, newCmdServe, []parseCase[rlsServeOptions]{
-		{args: []string{"--config", "rl.yaml"}, want: with(func(o *rlsServeOptions) { o.Config = "rl.yaml" })},
-		{args: []string{"--check-config", "rl.yaml"}, want: with(func(o *rlsServeOptions) { o.CheckConfig = "rl.yaml" })},
-		{args: []string{"--config", "d", "--unavailable", "open", "--response-headers", "--grpc-addr", ":0", "--http-addr", ""},
-			want: with(func(o *rlsServeOptions) {
+	cmdtest.CheckParse(t, newCmdServe, []cmdtest.ParseCase[rlsServeOptions]{
+		{Args: []string{"--config", "rl.yaml"}, Want: with(func(o *rlsServeOptions) { o.Config = "rl.yaml" })},
+		{Args: []string{"--check-config", "rl.yaml"}, Want: with(func(o *rlsServeOptions) { o.CheckConfig = "rl.yaml" })},
+		{Args: []string{"--config", "d", "--unavailable", "open", "--response-headers", "--grpc-addr", ":0", "--http-addr", ""},
+			Want: with(func(o *rlsServeOptions) {
 				o.Config, o.Unavailable, o.ResponseHeaders, o.GRPCAddr, o.HTTPAddr = "d", "open", true, ":0", ""
 			})},
-		{args: []string{"--config", "d", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"},
-			want: with(func(o *rlsServeOptions) {
+		{Args: []string{"--config", "d", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"},
+			Want: with(func(o *rlsServeOptions) {
 				o.Config, o.TLSCert, o.TLSKey, o.TLSClientCA = "d", "c.pem", "k.pem", "ca.pem"
 			})},
-		{args: []string{}, err: "--config is required"},
-		{args: []string{"--config", "d", "--unavailable", "maybe"}, err: `--unavailable "maybe": want open or closed`},
-		{args: []string{"--config", "d", "--tls-cert", "c.pem"}, err: "--tls-cert and --tls-key go together"},
-		{args: []string{"--config", "d", "--tls-client-ca", "ca.pem"}, err: "--tls-client-ca needs --tls-cert"},
-		{args: []string{"--config", "d", "--max-waiting", "0"}, err: "--max-waiting 0: must be positive"},
-		{args: []string{"--config", "d", "--grpc-addr", "", "--http-addr", ""}, err: "nothing to serve"},
-		{args: []string{"--config", "d", "extra"}, err: "unknown command"},
+		{Args: []string{}, Err: "--config is required"},
+		{Args: []string{"--config", "d", "--unavailable", "maybe"}, Err: `--unavailable "maybe": want open or closed`},
+		{Args: []string{"--config", "d", "--tls-cert", "c.pem"}, Err: "--tls-cert and --tls-key go together"},
+		{Args: []string{"--config", "d", "--tls-client-ca", "ca.pem"}, Err: "--tls-client-ca needs --tls-cert"},
+		{Args: []string{"--config", "d", "--max-waiting", "0"}, Err: "--max-waiting 0: must be positive"},
+		{Args: []string{"--config", "d", "--grpc-addr", "", "--http-addr", ""}, Err: "nothing to serve"},
+		{Args: []string{"--config", "d", "extra"}, Err: "unknown command"},
 	})
 }
 
@@ -51,7 +53,7 @@ func TestServeCheckConfig(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	writeFile(t, bad, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: ten}\n")
-	r := e.code(ExitUsage, "serve", "--check-config", bad)
+	r := e.code(cmdutil.ExitUsage, "serve", "--check-config", bad)
 	if want := bad + ":4: requests_per_unit"; !strings.Contains(r.stderr, want) {
 		t.Errorf("serve --check-config bad: stderr %q, want %q", r.stderr, want)
 	}
@@ -97,9 +99,9 @@ func TestServeEndToEnd(t *testing.T) {
 
 	ctx, stop := context.WithCancel(t.Context())
 	var stderr lockedBuffer
-	exited := make(chan ExitCode, 1)
+	exited := make(chan cmdutil.ExitCode, 1)
 	go func() {
-		f := newFactory(strings.NewReader(""), io.Discard, &stderr)
+		f := cmdutil.NewFactory(strings.NewReader(""), io.Discard, &stderr)
 		exited <- run(ctx, append(e.base, "serve", "--config", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 			"--reload-interval", "20ms"), f)
 	}()
@@ -149,7 +151,7 @@ func TestServeEndToEnd(t *testing.T) {
 	allow(false)
 
 	// A second serve on the embedded engine's data file says why it cannot.
-	r := e.code(ExitError, "serve", "--config", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "")
+	r := e.code(cmdutil.ExitError, "serve", "--config", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "")
 	if !strings.Contains(r.stderr, "one process at a time") || !strings.Contains(r.stderr, "--addresses") {
 		t.Errorf("a second serve: stderr %q, want it to say the data file serves one process and to use --addresses", r.stderr)
 	}
@@ -168,7 +170,7 @@ func TestServeEndToEnd(t *testing.T) {
 	stop()
 	select {
 	case code := <-exited:
-		if code != ExitOK || !strings.Contains(stderr.String(), "shutting down") {
+		if code != cmdutil.ExitOK || !strings.Contains(stderr.String(), "shutting down") {
 			t.Errorf("serve after its context ended = exit %d, stderr %q; want 0 and a drain", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):

@@ -8,30 +8,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-)
 
-func TestStderrFilterDropsOnlyTheClientsLines(t *testing.T) {
-	t.Parallel()
-	in := "warning(message_bus): 123: on_connect: error to=0 error.ConnectionRefused\n" +
-		"info(message_bus): 123: connected\n" +
-		"error(message_bus): 123: something else\n" +
-		"panic: runtime error\n" +
-		"warning(io): not the message bus\n" +
-		"no newline at the end"
-	want := "error(message_bus): 123: something else\npanic: runtime error\nwarning(io): not the message bus\nno newline at the end"
-	var f stderrFilter
-	var out bytes.Buffer
-	f.copy(strings.NewReader(in), &out)
-	if out.String() != want {
-		t.Errorf("filtered:\n%q\nwant\n%q", out.String(), want)
-	}
-	f.keepAll()
-	out.Reset()
-	f.copy(strings.NewReader(in), &out)
-	if out.String() != in {
-		t.Errorf("with keepAll:\n%q\nwant everything", out.String())
-	}
-}
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+)
 
 // runMain runs this test binary as tblimit, with the real client linked in,
 // and returns its stderr.
@@ -54,8 +33,8 @@ func runMain(t *testing.T, args ...string) (string, error) {
 func TestDeadAddressOneLine(t *testing.T) {
 	t.Parallel()
 	stderr, err := runMain(t, "--addresses", "127.0.0.1:1", "--timeout", "1s", "resources", "list")
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != int(ExitError) {
-		t.Fatalf("tblimit against a dead address = %v, want exit %d; stderr:\n%s", err, ExitError, stderr)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != int(cmdutil.ExitError) {
+		t.Fatalf("tblimit against a dead address = %v, want exit %d; stderr:\n%s", err, cmdutil.ExitError, stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tblimit: ") || !strings.Contains(lines[0], "127.0.0.1:1") {

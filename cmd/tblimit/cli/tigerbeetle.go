@@ -16,13 +16,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/internal/launch"
 )
 
 // serverEnv is what the tigerbeetle commands share: where the server lives,
 // the global flags they use, and where they print.
 type serverEnv struct {
-	Printer func() *printer
+	Printer func() *cmdutil.Printer
 	ErrOut  io.Writer
 
 	Dir       string        // --dir; "": next to the default data file
@@ -31,7 +32,7 @@ type serverEnv struct {
 }
 
 // set takes the global flags, once cobra has parsed them.
-func (e *serverEnv) set(g *globalOptions) { e.ClusterID, e.Timeout = g.clusterID, g.timeout }
+func (e *serverEnv) set(g *cmdutil.GlobalOptions) { e.ClusterID, e.Timeout = g.ClusterID, g.Timeout }
 
 // launchSpec is what up and serve start: the flags --port, --replicas,
 // --binary and --development.
@@ -64,13 +65,13 @@ func (l *launchSpec) bind(fs *pflag.FlagSet, long bool) {
 // check validates --port and --replicas.
 func (l *launchSpec) check() error {
 	if l.Replicas < 1 || l.Replicas > launch.MaxReplicas {
-		return usagef("--replicas %d: want 1 to %d", l.Replicas, launch.MaxReplicas)
+		return cmdutil.Usagef("--replicas %d: want 1 to %d", l.Replicas, launch.MaxReplicas)
 	}
 	if l.Port < 0 || l.Port+l.Replicas-1 > 65535 {
-		return usagef("--port %d: want 0 to %d", l.Port, 65536-l.Replicas)
+		return cmdutil.Usagef("--port %d: want 0 to %d", l.Port, 65536-l.Replicas)
 	}
 	if l.PipelineRequests < 0 || l.PipelineRequests > launch.MaxPipelineRequests {
-		return usagef("--limit-pipeline-requests %d: want 0 to %d", l.PipelineRequests, launch.MaxPipelineRequests)
+		return cmdutil.Usagef("--limit-pipeline-requests %d: want 0 to %d", l.PipelineRequests, launch.MaxPipelineRequests)
 	}
 	return nil
 }
@@ -128,8 +129,8 @@ func (st serverJSON) down() []int {
 	return down
 }
 
-func newCmdTigerBeetle(f *factory) *cobra.Command {
-	cmd := group(&cobra.Command{
+func newCmdTigerBeetle(f *cmdutil.Factory) *cobra.Command {
+	cmd := cmdutil.Group(&cobra.Command{
 		Use:   "tigerbeetle",
 		Short: "Run a local TigerBeetle server or cluster in the background: up, down, status",
 		Long: `Run a local TigerBeetle server, or a cluster of several replicas, in the
@@ -158,8 +159,8 @@ tblimit's client. A data file takes about 1.1 GB of disk, a replica about
 	var dir string
 	cmd.PersistentFlags().StringVar(&dir, "dir", "", "the server's directory: data files, log and state (default: the tigerbeetle directory next to the default --data)")
 	env := func() serverEnv {
-		e := serverEnv{Printer: f.printer, ErrOut: f.errOut, Dir: dir}
-		e.set(&f.global)
+		e := serverEnv{Printer: f.Printer, ErrOut: f.ErrOut, Dir: dir}
+		e.set(&f.Global)
 		return e
 	}
 	cmd.AddCommand(newCmdServerUp(env, nil), newCmdServerDown(env, nil), newCmdServerStatus(env, nil), newCmdServerServe(env, nil))
@@ -171,7 +172,7 @@ func (e *serverEnv) directory() (string, error) {
 	if e.Dir != "" {
 		return filepath.Abs(e.Dir)
 	}
-	home, err := dataHome()
+	home, err := cmdutil.DataHome()
 	if err != nil {
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/internal/launch"
 )
 
@@ -30,10 +31,10 @@ func newCmdServerDown(env func() serverEnv, runF func(context.Context, *downOpti
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Purge && (opts.Kill || opts.Replica >= 0) {
-				return usagef("--purge stops everything: it goes with neither --replica nor --kill")
+				return cmdutil.Usagef("--purge stops everything: it goes with neither --replica nor --kill")
 			}
 			if opts.Replica < -1 || opts.Replica >= launch.MaxReplicas {
-				return usagef("--replica %d: want 0 to %d", opts.Replica, launch.MaxReplicas-1)
+				return cmdutil.Usagef("--replica %d: want 0 to %d", opts.Replica, launch.MaxReplicas-1)
 			}
 			opts.serverEnv = env()
 			if runF != nil {
@@ -92,17 +93,17 @@ func serverDownRun(ctx context.Context, o *downOptions) error {
 	for i := range st.Replicas {
 		st.Replicas[i].Running = false
 	}
-	return p.emit(st, func() {
+	return p.Emit(st, func() {
 		switch {
 		case stopped && len(st.Replicas) > 1:
-			p.printf("stopped the tigerbeetle cluster of %d replicas\n", len(st.Replicas))
+			p.Printf("stopped the tigerbeetle cluster of %d replicas\n", len(st.Replicas))
 		case stopped:
-			p.printf("stopped tigerbeetle (pid %d)\n", st.ServerPID)
+			p.Printf("stopped tigerbeetle (pid %d)\n", st.ServerPID)
 		default:
-			p.printf("tigerbeetle was not running\n")
+			p.Printf("tigerbeetle was not running\n")
 		}
 		if purged != "" {
-			p.printf("deleted%s\n", purged)
+			p.Printf("deleted%s\n", purged)
 		}
 	})
 }
@@ -116,7 +117,7 @@ func (o *downOptions) downReplicas(ctx context.Context, st serverJSON, ok bool) 
 	targets := slices.Clone(st.Replicas)
 	if o.Replica >= 0 {
 		if o.Replica >= len(st.Replicas) {
-			return usagef("--replica %d: the cluster has %d replica(s)", o.Replica, len(st.Replicas))
+			return cmdutil.Usagef("--replica %d: the cluster has %d replica(s)", o.Replica, len(st.Replicas))
 		}
 		targets = targets[o.Replica : o.Replica+1]
 	}
@@ -139,14 +140,14 @@ func (o *downOptions) downReplicas(ctx context.Context, st serverJSON, ok bool) 
 		return err
 	}
 	p := o.Printer()
-	return p.emit(now, func() {
+	return p.Emit(now, func() {
 		if len(done) == 0 {
-			p.printf("no replica to stop: already down\n")
+			p.Printf("no replica to stop: already down\n")
 		} else {
-			p.printf("%s %s\n", verb, strings.Join(done, ", "))
+			p.Printf("%s %s\n", verb, strings.Join(done, ", "))
 		}
 		if len(now.Replicas) > 1 && ours(now.PID, now.Dir) {
-			p.printf("tblimit tigerbeetle up restarts it on its data file\n")
+			p.Printf("tblimit tigerbeetle up restarts it on its data file\n")
 		}
 	})
 }

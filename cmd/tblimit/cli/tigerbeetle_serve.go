@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/internal/launch"
 )
 
@@ -204,7 +205,7 @@ func (o *serveOptions) supervise(ctx context.Context, dir string, s supervised, 
 			// still finds every replica recorded.
 			err := s.cluster.Restart(context.Background())
 			if err != nil {
-				fmt.Fprintf(o.ErrOut, "tblimit: restarting replicas: %s\n", message(err))
+				fmt.Fprintf(o.ErrOut, "tblimit: restarting replicas: %s\n", cmdutil.Message(err))
 			}
 			for i, p := range before {
 				if now := s.replica(i); now != p {
@@ -216,7 +217,7 @@ func (o *serveOptions) supervise(ctx context.Context, dir string, s supervised, 
 			st = o.state(dir, s, err == nil)
 			st.Started = started
 			if err := saveState(dir, st); err != nil {
-				fmt.Fprintf(o.ErrOut, "tblimit: %s\n", message(err))
+				fmt.Fprintf(o.ErrOut, "tblimit: %s\n", cmdutil.Message(err))
 			}
 		}
 	}

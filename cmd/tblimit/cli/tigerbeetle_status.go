@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
@@ -38,18 +39,18 @@ func serverStatusRun(ctx context.Context, opts *statusOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	if err := p.emit(st, func() { opts.printStatus(p, st) }); err != nil {
+	if err := p.Emit(st, func() { opts.printStatus(p, st) }); err != nil {
 		return err
 	}
 	if !st.Running || !st.Answering {
-		return &silentError{code: ExitError}
+		return &cmdutil.SilentError{Code: cmdutil.ExitError}
 	}
 	return nil
 }
 
-func (e *serverEnv) printStatus(p *printer, st serverJSON) {
+func (e *serverEnv) printStatus(p *cmdutil.Printer, st serverJSON) {
 	if !st.Running {
-		p.printf("tigerbeetle is not running (directory %s)\n", st.Dir)
+		p.Printf("tigerbeetle is not running (directory %s)\n", st.Dir)
 		return
 	}
 	what := "tigerbeetle is"
@@ -58,15 +59,15 @@ func (e *serverEnv) printStatus(p *printer, st serverJSON) {
 	}
 	switch {
 	case !st.Answering:
-		p.printf("%s running but not answering at %s (pid %d, supervisor pid %d): %s\n",
+		p.Printf("%s running but not answering at %s (pid %d, supervisor pid %d): %s\n",
 			what, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, e.why(st))
-		p.printf("it may be busy, have all its client sessions in use, or too few replicas up; its log is %s; stop it with: %s\n", st.LogFile, e.downCommand(st))
+		p.Printf("it may be busy, have all its client sessions in use, or too few replicas up; its log is %s; stop it with: %s\n", st.LogFile, e.downCommand(st))
 	default:
-		p.printf("%s running at %s (cluster %d, pid %d), data in %s, log in %s\n",
+		p.Printf("%s running at %s (cluster %d, pid %d), data in %s, log in %s\n",
 			what, strings.Join(st.Addresses, ","), st.ClusterID, st.ServerPID, st.DataFile, st.LogFile)
-		p.printf("use it with: export TBLIMIT_ADDRESSES=%s TBLIMIT_CLUSTER_ID=%d\n", strings.Join(st.Addresses, ","), st.ClusterID)
+		p.Printf("use it with: export TBLIMIT_ADDRESSES=%s TBLIMIT_CLUSTER_ID=%d\n", strings.Join(st.Addresses, ","), st.ClusterID)
 		if st.ClientConnections > 0 {
-			p.printf("each replica accepts %d client connections (every process and tblimit command holds one while it runs; "+
+			p.Printf("each replica accepts %d client connections (every process and tblimit command holds one while it runs; "+
 				"--limit-pipeline-requests raises it), the cluster 64 sessions\n", st.ClientConnections)
 		}
 	}
@@ -78,7 +79,7 @@ func (e *serverEnv) printStatus(p *printer, st serverJSON) {
 		if !r.Running {
 			state = "down (tblimit tigerbeetle up restarts it)"
 		}
-		p.printf("  replica %d at %s: %s (pid %d), data in %s\n", r.Replica, r.Address, state, r.PID, r.DataFile)
+		p.Printf("  replica %d at %s: %s (pid %d), data in %s\n", r.Replica, r.Address, state, r.PID, r.DataFile)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/testenv/fake"
 )
 
@@ -123,19 +125,19 @@ func TestServerNotAnswering(t *testing.T) {
 	})
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
 
-	r := e.code(ExitError, "tigerbeetle", "status", "--dir", dir)
+	r := e.code(cmdutil.ExitError, "tigerbeetle", "status", "--dir", dir)
 	for _, want := range []string{"running but not answering", addr, fmt.Sprintf("pid %d", server), "no answer within 200ms", "tblimit tigerbeetle down --dir"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tigerbeetle status = %q, want %q in it", r.stdout, want)
 		}
 	}
 	var st serverJSON
-	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if !st.Running || st.Answering || st.PID != super || st.ServerPID != server {
 		t.Errorf("tigerbeetle status -o json = %+v, want running, not answering, pids %d and %d", st, super, server)
 	}
 
-	r = e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", failingBinary(t), "--port", "0")
+	r = e.code(cmdutil.ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", failingBinary(t), "--port", "0")
 	for _, want := range []string{"not answering", addr, fmt.Sprintf("pid %d", server), "not starting a second one", "tblimit tigerbeetle down --dir"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("tigerbeetle up = %q on stderr, want %q in it", r.stderr, want)
@@ -161,7 +163,7 @@ func TestServerNotAnswering(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
 		t.Errorf("after tigerbeetle down, %s: %v, want it gone", stateFile, err)
 	}
-	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if st.Running || st.Answering {
 		t.Errorf("tigerbeetle status after down = %+v, want not running", st)
 	}
@@ -191,11 +193,11 @@ func TestServerStaleState(t *testing.T) {
 	for _, c := range cases {
 		writeState(t, dir, serverJSON{Running: true, Answering: true, PID: c.pid, ServerPID: c.pid, Addresses: []string{addr}, Dir: dir})
 		var st serverJSON
-		e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir)
+		e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 		if st.Running || st.Answering {
 			t.Errorf("%s: tigerbeetle status = %+v, want not running", c.name, st)
 		}
-		r := e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", bin, "--port", "0")
+		r := e.code(cmdutil.ExitError, "tigerbeetle", "up", "--dir", dir, "--binary", bin, "--port", "0")
 		if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
 			t.Errorf("%s: tigerbeetle up = %q on stderr, want it to have started the binary", c.name, r.stderr)
 		}
@@ -215,10 +217,10 @@ func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, serverJSON) {
 	f := fake.New(t, fake.Options{})
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
 	var st serverJSON
-	e.json(ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--replicas", "3", "--port", "0", "--binary", f.Bin)
+	e.json(cmdutil.ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--replicas", "3", "--port", "0", "--binary", f.Bin)
 	t.Cleanup(func() {
 		down := &cliEnv{t: t, ctx: context.Background()}
-		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != cmdutil.ExitOK {
 			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
 		}
 	})
@@ -229,7 +231,7 @@ func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, serverJSON) {
 func replicaState(t *testing.T, e *cliEnv, dir string) serverJSON {
 	t.Helper()
 	var st serverJSON
-	e.json(ExitError, &st, "tigerbeetle", "status", "--dir", dir) // a fake never answers a client
+	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir) // a fake never answers a client
 	if !st.Running || len(st.Replicas) != 3 {
 		t.Fatalf("tigerbeetle status = %+v, want a running cluster of 3", st)
 	}
@@ -249,7 +251,7 @@ func TestServerClusterByHand(t *testing.T) {
 			t.Errorf("replica %d = %+v", i, r)
 		}
 	}
-	r := e.code(ExitError, "tigerbeetle", "status", "--dir", dir)
+	r := e.code(cmdutil.ExitError, "tigerbeetle", "status", "--dir", dir)
 	for _, want := range []string{"cluster of 3 replicas is running but not answering", "replica 2 at " + st.Addresses[2] + ": running"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tigerbeetle status = %q, want %q in it", r.stdout, want)
@@ -273,7 +275,7 @@ func TestServerClusterByHand(t *testing.T) {
 			t.Errorf("after up, replica %d = %+v, want running at %s, a new pid only for replica 1", i, r, st.Addresses[i])
 		}
 	}
-	r = e.code(ExitError, "tigerbeetle", "up", "--dir", dir, "--replicas", "1")
+	r = e.code(cmdutil.ExitError, "tigerbeetle", "up", "--dir", dir, "--replicas", "1")
 	if !strings.Contains(r.stderr, "with 3 replica(s), not 1") {
 		t.Errorf("tigerbeetle up --replicas 1 on a cluster of 3: %q", r.stderr)
 	}
@@ -322,12 +324,12 @@ func TestServerFlags(t *testing.T) {
 		{[]string{"down", "--purge", "--kill"}, "--purge stops everything"},
 		{[]string{"down", "--replica", "9"}, "--replica 9"},
 	} {
-		r := e.code(ExitUsage, append([]string{"tigerbeetle"}, append(c.args, "--dir", dir)...)...)
+		r := e.code(cmdutil.ExitUsage, append([]string{"tigerbeetle"}, append(c.args, "--dir", dir)...)...)
 		if !strings.Contains(r.stderr, c.want) {
 			t.Errorf("tigerbeetle %s: %q, want %q", strings.Join(c.args, " "), r.stderr, c.want)
 		}
 	}
-	r := e.code(ExitError, "tigerbeetle", "down", "--dir", dir, "--replica", "1")
+	r := e.code(cmdutil.ExitError, "tigerbeetle", "down", "--dir", dir, "--replica", "1")
 	if !strings.Contains(r.stderr, "not running") {
 		t.Errorf("down --replica 1 with nothing running: %q", r.stderr)
 	}
@@ -357,7 +359,7 @@ func TestUpLeavesNoDescriptor(t *testing.T) {
 	w.Close()
 	t.Cleanup(func() {
 		down := &cliEnv{t: t, ctx: context.Background()}
-		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != cmdutil.ExitOK {
 			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
 		}
 	})
@@ -395,9 +397,9 @@ func TestUpClientConnections(t *testing.T) {
 		dir := t.TempDir()
 		e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
 		var st serverJSON
-		e.json(ExitOK, &st, append([]string{"tigerbeetle", "up", "--dir", dir, "--port", "0", "--binary", f.Bin}, c.args...)...)
+		e.json(cmdutil.ExitOK, &st, append([]string{"tigerbeetle", "up", "--dir", dir, "--port", "0", "--binary", f.Bin}, c.args...)...)
 		down := &cliEnv{t: t, ctx: context.Background()}
-		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != ExitOK {
+		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != cmdutil.ExitOK {
 			t.Errorf("tigerbeetle down = %d: %s", r.code, r.stderr)
 		}
 		if st.ClientConnections != c.want {
@@ -407,9 +409,9 @@ func TestUpClientConnections(t *testing.T) {
 			t.Errorf("up %q started %q, want %q", c.args, calls, c.flag)
 		}
 	}
-	if _, err := parseCmd(t, func(f *factory, runF func(context.Context, *upOptions) error) *cobra.Command {
+	if _, err := cmdtest.ParseCmd(t, func(f *cmdutil.Factory, runF func(context.Context, *upOptions) error) *cobra.Command {
 		return newCmdServerUp(func() serverEnv { return serverEnv{} }, runF)
-	}, "--limit-pipeline-requests", "58"); !isUsage(err) {
+	}, "--limit-pipeline-requests", "58"); !cmdutil.IsUsage(err) {
 		t.Errorf("up --limit-pipeline-requests 58 = %v, want a usage error", err)
 	}
 }

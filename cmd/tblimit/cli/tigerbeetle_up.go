@@ -70,8 +70,8 @@ func serverUpRun(ctx context.Context, o *upOptions) error {
 				"not starting a second one: stop it first with: %s",
 				st.Dir, strings.Join(st.Addresses, ","), st.ServerPID, st.PID, o.why(st), o.downCommand(st))
 		}
-		return p.emit(st, func() {
-			p.printf("already running\n")
+		return p.Emit(st, func() {
+			p.Printf("already running\n")
 			o.printStatus(p, st)
 		})
 	}
@@ -87,8 +87,8 @@ func serverUpRun(ctx context.Context, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	return p.emit(st, func() {
-		p.printf("started tigerbeetle in the background\n")
+	return p.Emit(st, func() {
+		p.Printf("started tigerbeetle in the background\n")
 		o.printStatus(p, st)
 	})
 }
@@ -188,8 +188,8 @@ func (e *serverEnv) restart(ctx context.Context, st serverJSON) error {
 				return fmt.Errorf("replica(s) %v did not come back (the cluster answers: %v); see %s", now.down(), now.Answering, now.LogFile)
 			}
 			p := e.Printer()
-			return p.emit(now, func() {
-				p.printf("restarted replica(s) %s\n", joinInts(down))
+			return p.Emit(now, func() {
+				p.Printf("restarted replica(s) %s\n", joinInts(down))
 				e.printStatus(p, now)
 			})
 		}

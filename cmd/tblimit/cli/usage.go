@@ -7,12 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type usageOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 	Now     func() time.Time
 
 	Resource string
@@ -20,20 +21,20 @@ type usageOptions struct {
 	Max      int // at most this many flights; 0: all
 }
 
-func newCmdUsage(f *factory, runF func(context.Context, *usageOptions) error) *cobra.Command {
-	opts := &usageOptions{Connect: f.connect, Printer: f.printer, Now: f.now}
+func newCmdUsage(f *cmdutil.Factory, runF func(context.Context, *usageOptions) error) *cobra.Command {
+	opts := &usageOptions{Connect: f.Connect, Printer: f.Printer, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:               "usage RESOURCE USER",
 		Short:             "List a user's units in flight and when each returns",
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.User, err = keyArg("USER", args[1]); err != nil {
+			if opts.User, err = cmdutil.KeyArg("USER", args[1]); err != nil {
 				return err
 			}
 			if opts.Max < 0 {
-				return usagef("--max %d: must not be negative", opts.Max)
+				return cmdutil.Usagef("--max %d: must not be negative", opts.Max)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -47,7 +48,7 @@ func newCmdUsage(f *factory, runF func(context.Context, *usageOptions) error) *c
 
 func usageRun(ctx context.Context, opts *usageOptions) error {
 	out := usageJSON{User: opts.User, Flights: []flightJSON{}}
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
 		u, err := c.Inspect(ctx, r, opts.User)
 		if err != nil {
@@ -65,7 +66,7 @@ func usageRun(ctx context.Context, opts *usageOptions) error {
 				Amount:           f.Amount,
 				Taken:            f.Taken.UTC().Format(time.RFC3339Nano),
 				Returns:          f.Returns.UTC().Format(time.RFC3339Nano),
-				ReturnsInSeconds: seconds(max(f.Returns.Sub(now), 0)),
+				ReturnsInSeconds: cmdutil.Seconds(max(f.Returns.Sub(now), 0)),
 				Ref:              f.Ref,
 			})
 		}
@@ -76,16 +77,39 @@ func usageRun(ctx context.Context, opts *usageOptions) error {
 	}
 	out.Reservations = out.Flights
 	p := opts.Printer()
-	return p.emit(out, func() {
-		if p.tty || len(out.Flights) == 0 {
-			p.printf("%q on %s: limit %d, %d in flight, %d available\n", opts.User, out.Resource, out.Limit, out.InFlight, out.Available)
+	return p.Emit(out, func() {
+		if p.TTY || len(out.Flights) == 0 {
+			p.Printf("%q on %s: limit %d, %d in flight, %d available\n", opts.User, out.Resource, out.Limit, out.InFlight, out.Available)
 		}
 		rows := make([][]string, len(out.Flights))
 		for i, r := range out.Flights {
-			rows[i] = []string{r.ID, u64(r.Amount), r.Taken, r.Returns, human(secondsDuration(r.ReturnsInSeconds)), strconv.FormatUint(r.Ref, 10)}
+			rows[i] = []string{r.ID, cmdutil.U64(r.Amount), r.Taken, r.Returns, cmdutil.Human(cmdutil.SecondsDuration(r.ReturnsInSeconds)), strconv.FormatUint(r.Ref, 10)}
 		}
 		if len(rows) > 0 {
-			p.table([]string{"ID", "AMOUNT", "TAKEN", "RETURNS", "RETURNS IN", "REF"}, rows)
+			p.Table([]string{"ID", "AMOUNT", "TAKEN", "RETURNS", "RETURNS IN", "REF"}, rows)
 		}
 	})
+}
+
+// usageJSON is the answer to usage: a user's units in flight.
+type usageJSON struct {
+	Resource  string       `json:"resource"`
+	User      string       `json:"user"`
+	Limit     uint64       `json:"limit"`
+	InFlight  uint64       `json:"in_flight"`
+	Available uint64       `json:"available"`
+	Flights   []flightJSON `json:"flights"` // the ones that return first first
+	// Reservations is the name Flights had, emitted as well for a release
+	// (the JSON's fields are never renamed at once): the same list.
+	Reservations []flightJSON `json:"reservations"`
+}
+
+// flightJSON is one hold in flight (ledger.Flight).
+type flightJSON struct {
+	ID               string  `json:"id"`
+	Amount           uint64  `json:"amount"`
+	Taken            string  `json:"taken"`
+	Returns          string  `json:"returns"`
+	ReturnsInSeconds float64 `json:"returns_in_seconds"`
+	Ref              uint64  `json:"ref"`
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
-func newCmdUsers(f *factory) *cobra.Command {
-	cmd := group(&cobra.Command{
+func newCmdUsers(f *cmdutil.Factory) *cobra.Command {
+	cmd := cmdutil.Group(&cobra.Command{
 		Use:     "users",
 		Aliases: []string{"user"},
 		Short:   "Add users, set and show their limits, import them in bulk",
@@ -30,16 +29,16 @@ one rule. Each user of a resource has its own limit per window.`,
 }
 
 type usersAddOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	Key      string
 	Limit    *uint64 // nil: the resource's default limit
 }
 
-func newCmdUsersAdd(f *factory, runF func(context.Context, *usersAddOptions) error) *cobra.Command {
-	opts := &usersAddOptions{Connect: f.connect, Printer: f.printer}
+func newCmdUsersAdd(f *cmdutil.Factory, runF func(context.Context, *usersAddOptions) error) *cobra.Command {
+	opts := &usersAddOptions{Connect: f.Connect, Printer: f.Printer}
 	var limit string
 	cmd := &cobra.Command{
 		Use:   "add RESOURCE KEY [--limit N]",
@@ -51,16 +50,16 @@ both paying (tblimit fund, pay) and being paid need.
 Adding a user that exists changes nothing (and fails if --limit differs from
 its limit: use set-limit to change it).`,
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.Key, err = keyArg("KEY", args[1]); err != nil {
+			if opts.Key, err = cmdutil.KeyArg("KEY", args[1]); err != nil {
 				return err
 			}
 			if limit != "" {
-				n, err := parseLimit(limit)
+				n, err := cmdutil.ParseLimit(limit)
 				if err != nil {
-					return usagef("--limit %w", err)
+					return cmdutil.Usagef("--limit %w", err)
 				}
 				opts.Limit = &n
 			}
@@ -78,7 +77,7 @@ func usersAddRun(ctx context.Context, opts *usersAddOptions) error {
 	var out userJSON
 	var r ledger.Resource
 	created := false
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) error {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, res ledger.Resource) error {
 		r = res
 		limit := r.DefaultLimit
 		if opts.Limit != nil {
@@ -106,11 +105,11 @@ func usersAddRun(ctx context.Context, opts *usersAddOptions) error {
 	}
 	out.Created = &created
 	p := opts.Printer()
-	return p.emit(out, func() {
+	return p.Emit(out, func() {
 		if created {
-			p.printf("added user %q to %s with limit %d per %s\n", opts.Key, r.Name, out.Limit, formatWindow(r.Window))
+			p.Printf("added user %q to %s with limit %d per %s\n", opts.Key, r.Name, out.Limit, cmdutil.FormatWindow(r.Window))
 		} else {
-			p.printf("user %q exists on %s with limit %d\n", opts.Key, out.Resource, out.Limit)
+			p.Printf("user %q exists on %s with limit %d\n", opts.Key, out.Resource, out.Limit)
 		}
 	})
 }
@@ -133,16 +132,16 @@ func userState(ctx context.Context, c *ledger.Client, r ledger.Resource, key str
 }
 
 type usersSetLimitOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	Key      string
 	Limit    uint64
 }
 
-func newCmdUsersSetLimit(f *factory, runF func(context.Context, *usersSetLimitOptions) error) *cobra.Command {
-	opts := &usersSetLimitOptions{Connect: f.connect, Printer: f.printer}
+func newCmdUsersSetLimit(f *cmdutil.Factory, runF func(context.Context, *usersSetLimitOptions) error) *cobra.Command {
+	opts := &usersSetLimitOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:   "set-limit RESOURCE KEY LIMIT",
 		Short: "Change a user's limit",
@@ -150,14 +149,14 @@ func newCmdUsersSetLimit(f *factory, runF func(context.Context, *usersSetLimitOp
 available at once and never lets the user exceed the new limit once the units
 now in flight have returned.`,
 		Args:              cobra.ExactArgs(3),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.Key, err = keyArg("KEY", args[1]); err != nil {
+			if opts.Key, err = cmdutil.KeyArg("KEY", args[1]); err != nil {
 				return err
 			}
-			if opts.Limit, err = parseLimit(args[2]); err != nil {
-				return usagef("LIMIT %w", err)
+			if opts.Limit, err = cmdutil.ParseLimit(args[2]); err != nil {
+				return cmdutil.Usagef("LIMIT %w", err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -169,7 +168,7 @@ now in flight have returned.`,
 
 func usersSetLimitRun(ctx context.Context, opts *usersSetLimitOptions) error {
 	var out userJSON
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
 		if err := c.SetLimit(ctx, r, opts.Key, opts.Limit); err != nil {
 			return err
 		}
@@ -180,29 +179,29 @@ func usersSetLimitRun(ctx context.Context, opts *usersSetLimitOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
-		p.printf("limit of %q on %s is now %d (%d in flight, %d available)\n", opts.Key, out.Resource, out.Limit, out.InFlight, out.Available)
+	return p.Emit(out, func() {
+		p.Printf("limit of %q on %s is now %d (%d in flight, %d available)\n", opts.Key, out.Resource, out.Limit, out.InFlight, out.Available)
 	})
 }
 
 type usersShowOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	Key      string
 }
 
-func newCmdUsersShow(f *factory, runF func(context.Context, *usersShowOptions) error) *cobra.Command {
-	opts := &usersShowOptions{Connect: f.connect, Printer: f.printer}
+func newCmdUsersShow(f *cmdutil.Factory, runF func(context.Context, *usersShowOptions) error) *cobra.Command {
+	opts := &usersShowOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:               "show RESOURCE KEY",
 		Short:             "Show a user's limit, units in flight, available units and next release",
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.Key, err = keyArg("KEY", args[1]); err != nil {
+			if opts.Key, err = cmdutil.KeyArg("KEY", args[1]); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -215,7 +214,7 @@ func newCmdUsersShow(f *factory, runF func(context.Context, *usersShowOptions) e
 
 func usersShowRun(ctx context.Context, opts *usersShowOptions) error {
 	var out userJSON
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
 		out, err = userState(ctx, c, r, opts.Key)
 		return err
 	})
@@ -223,35 +222,35 @@ func usersShowRun(ctx context.Context, opts *usersShowOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
+	return p.Emit(out, func() {
 		next := "-"
 		if out.NextReleaseUnits > 0 {
-			next = fmt.Sprintf("%d in %s", out.NextReleaseUnits, human(secondsDuration(out.NextReleaseSeconds)))
+			next = fmt.Sprintf("%d in %s", out.NextReleaseUnits, cmdutil.Human(cmdutil.SecondsDuration(out.NextReleaseSeconds)))
 		}
-		pairs := [][2]string{{"resource", out.Resource}, {"user", out.User}, {"limit", u64(out.Limit)},
-			{"in flight", u64(out.InFlight)}, {"available", u64(out.Available)}, {"next release", next},
-			{"all back in", human(secondsDuration(out.ResetAfterSeconds))}}
+		pairs := [][2]string{{"resource", out.Resource}, {"user", out.User}, {"limit", cmdutil.U64(out.Limit)},
+			{"in flight", cmdutil.U64(out.InFlight)}, {"available", cmdutil.U64(out.Available)}, {"next release", next},
+			{"all back in", cmdutil.Human(cmdutil.SecondsDuration(out.ResetAfterSeconds))}}
 		if out.Funds != nil {
-			pairs = append(pairs, [2]string{"funds", u64(*out.Funds)})
+			pairs = append(pairs, [2]string{"funds", cmdutil.U64(*out.Funds)})
 		}
-		p.fields(pairs)
+		p.Fields(pairs)
 	})
 }
 
 type usersListOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 }
 
-func newCmdUsersList(f *factory, runF func(context.Context, *usersListOptions) error) *cobra.Command {
-	opts := &usersListOptions{Connect: f.connect, Printer: f.printer}
+func newCmdUsersList(f *cmdutil.Factory, runF func(context.Context, *usersListOptions) error) *cobra.Command {
+	opts := &usersListOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:               "list RESOURCE",
 		Short:             "List a resource's users, oldest first",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Resource = args[0]
 			if runF != nil {
@@ -264,7 +263,7 @@ func newCmdUsersList(f *factory, runF func(context.Context, *usersListOptions) e
 
 func usersListRun(ctx context.Context, opts *usersListOptions) error {
 	out := usersJSON{Users: []userListJSON{}}
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		out.Resource = r.Name
 		users, err := c.Users(ctx, r)
 		for _, u := range users {
@@ -276,19 +275,56 @@ func usersListRun(ctx context.Context, opts *usersListOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
+	return p.Emit(out, func() {
 		rows := make([][]string, len(out.Users))
 		for i, u := range out.Users {
-			key := displayKey(u.User)
+			key := cmdutil.DisplayKey(u.User)
 			if u.User == "" {
 				key = "(id " + u.ID + ")"
 			}
-			rows[i] = []string{key, u64(u.Limit), u64(u.InFlight), u64(u.Available)}
+			rows[i] = []string{key, cmdutil.U64(u.Limit), cmdutil.U64(u.InFlight), cmdutil.U64(u.Available)}
 		}
-		p.table([]string{"USER", "LIMIT", "IN FLIGHT", "AVAILABLE"}, rows)
+		p.Table([]string{"USER", "LIMIT", "IN FLIGHT", "AVAILABLE"}, rows)
 	})
 }
 
-func u64(n uint64) string { return strconv.FormatUint(n, 10) }
+// userJSON is one user's state: users add / set-limit / show.
+type userJSON struct {
+	Resource           string  `json:"resource"`
+	User               string  `json:"user"`
+	Limit              uint64  `json:"limit"`
+	InFlight           uint64  `json:"in_flight"`
+	Available          uint64  `json:"available"`
+	NextReleaseSeconds float64 `json:"next_release_seconds"` // 0 when nothing is in flight
+	NextReleaseUnits   uint64  `json:"next_release_units"`
+	ResetAfterSeconds  float64 `json:"reset_after_seconds"`
+	Funds              *uint64 `json:"funds,omitempty"`   // money only: the user's currency balance
+	Created            *bool   `json:"created,omitempty"` // users add only
+}
 
-func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+func userOut(r ledger.Resource, key string, u ledger.Usage) userJSON {
+	return userJSON{
+		Resource:           r.Name,
+		User:               key,
+		Limit:              u.Limit,
+		InFlight:           u.InFlight,
+		Available:          u.Available,
+		NextReleaseSeconds: cmdutil.Seconds(u.NextRelease),
+		NextReleaseUnits:   u.NextReleaseUnits,
+		ResetAfterSeconds:  cmdutil.Seconds(u.ResetAfter),
+	}
+}
+
+// usersJSON lists a resource's users: users list.
+type usersJSON struct {
+	Resource string         `json:"resource"`
+	Users    []userListJSON `json:"users"`
+}
+
+type userListJSON struct {
+	User      string `json:"user"` // "" for a long key provisioned before keys were kept
+	ID        string `json:"id"`   // the user's limit account
+	Limit     uint64 `json:"limit"`
+	InFlight  uint64 `json:"in_flight"`
+	Available uint64 `json:"available"`
+}

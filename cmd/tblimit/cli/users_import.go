@@ -12,13 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type usersImportOptions struct {
-	Connect connectFunc
-	Printer func() *printer
-	Open    openFunc
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
+	Open    cmdutil.OpenFunc
 	ErrOut  io.Writer // the progress bar
 	Now     func() time.Time
 
@@ -26,8 +27,8 @@ type usersImportOptions struct {
 	File     string // - for standard input
 }
 
-func newCmdUsersImport(f *factory, runF func(context.Context, *usersImportOptions) error) *cobra.Command {
-	opts := &usersImportOptions{Connect: f.connect, Printer: f.printer, Open: f.open, ErrOut: f.errOut, Now: time.Now}
+func newCmdUsersImport(f *cmdutil.Factory, runF func(context.Context, *usersImportOptions) error) *cobra.Command {
+	opts := &usersImportOptions{Connect: f.Connect, Printer: f.Printer, Open: f.Open, ErrOut: f.ErrOut, Now: time.Now}
 	return &cobra.Command{
 		Use:   "import RESOURCE FILE.csv",
 		Short: "Add users with their limits from a CSV file, in bulk (idempotent)",
@@ -51,7 +52,7 @@ alone, users with another limit get the file's limit (as set-limit would),
 and re-running an import that was interrupted completes it. A progress bar
 is drawn on a terminal; a summary is printed at the end.`,
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Resource, opts.File = args[0], args[1]
 			if runF != nil {
@@ -74,7 +75,7 @@ func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
 	}
 	start := opts.Now()
 	sum := importJSON{File: name, Users: len(rows)}
-	err = withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
+	err = cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) error {
 		sum.Resource = r.Name
 		existing, err := c.Users(ctx, r)
 		if err != nil {
@@ -102,14 +103,14 @@ func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
 			}
 			todo = append(todo, ledger.UserLimit{Key: row.key, Limit: limit})
 		}
-		bar := newProgress(opts.ErrOut, "importing "+r.Name, len(todo))
-		defer bar.finish()
-		return provision(ctx, c, r, todo, func(i, j int, err error) error {
+		bar := cmdutil.NewProgress(opts.ErrOut, "importing "+r.Name, len(todo))
+		defer bar.Finish()
+		return cmdutil.Provision(ctx, c, r, todo, func(i, j int, err error) error {
 			if err != nil {
 				return fmt.Errorf("importing %s (users %d to %d of %d to write; %d written before; run the import again to complete it): %w",
 					name, i+1, j, len(todo), i, err)
 			}
-			bar.set(j)
+			bar.Set(j)
 			return nil
 		})
 	})
@@ -119,26 +120,10 @@ func usersImportRun(ctx context.Context, opts *usersImportOptions) error {
 	took := opts.Now().Sub(start)
 	sum.Seconds = took.Seconds()
 	p := opts.Printer()
-	return p.emit(sum, func() {
-		p.printf("imported %s into %s: %s, %d added, %d changed, %d unchanged in %s\n",
-			name, sum.Resource, plural(sum.Users, "user"), sum.Added, sum.Changed, sum.Unchanged, human(took))
+	return p.Emit(sum, func() {
+		p.Printf("imported %s into %s: %s, %d added, %d changed, %d unchanged in %s\n",
+			name, sum.Resource, cmdutil.Plural(sum.Users, "user"), sum.Added, sum.Changed, sum.Unchanged, cmdutil.Human(took))
 	})
-}
-
-// provision provisions users in batches that fit one request, and calls
-// done after each batch users[i:j] with its error; done's error ends it.
-func provision(ctx context.Context, c *ledger.Client, r ledger.Resource, users []ledger.UserLimit, done func(i, j int, err error) error) error {
-	per := ledger.BatchMax
-	if r.Kind == ledger.KindMoney {
-		per = ledger.BatchMax / 2 // two accounts per user
-	}
-	for i := 0; i < len(users); i += per {
-		j := min(i+per, len(users))
-		if err := done(i, j, c.Provision(ctx, r, users[i:j]...)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // csvUser is one line of an import file.
@@ -183,7 +168,7 @@ func parseUsersCSV(name string, in io.Reader) ([]csvUser, error) {
 		}
 		u := csvUser{key: key, line: line}
 		if len(rec) == 2 && strings.TrimSpace(rec[1]) != "" {
-			n, err := parseLimit(strings.TrimSpace(rec[1])) // a spreadsheet's "alice, 10"
+			n, err := cmdutil.ParseLimit(strings.TrimSpace(rec[1])) // a spreadsheet's "alice, 10"
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: limit %w", name, line, err)
 			}
@@ -226,4 +211,15 @@ func skipBOM(in io.Reader) io.Reader {
 		_, _ = br.Discard(len(utf8BOM))
 	}
 	return br
+}
+
+// importJSON is the summary of users import.
+type importJSON struct {
+	Resource  string  `json:"resource"`
+	File      string  `json:"file"`
+	Users     int     `json:"users"`     // rows in the file
+	Added     int     `json:"added"`     // users created
+	Changed   int     `json:"changed"`   // existing users whose limit was changed
+	Unchanged int     `json:"unchanged"` // existing users that already had their limit
+	Seconds   float64 `json:"seconds"`
 }

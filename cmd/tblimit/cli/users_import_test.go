@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 )
 
 // writeUsersCSV writes n users u0..u(n-1) with limit i%100+1 (and every
@@ -53,7 +55,7 @@ func wantLimit(i int) uint64 {
 func checkImported(t *testing.T, e *cliEnv, resource string, n int) {
 	t.Helper()
 	var list usersJSON
-	e.json(ExitOK, &list, "users", "list", resource)
+	e.json(cmdutil.ExitOK, &list, "users", "list", resource)
 	if len(list.Users) != n {
 		t.Fatalf("%d users, want %d", len(list.Users), n)
 	}
@@ -77,22 +79,22 @@ func TestImportIsIdempotent(t *testing.T) {
 	const n = 20_000 // more than two batches
 	csv := writeUsersCSV(t, n)
 	var sum importJSON
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Users != n || sum.Added != n || sum.Changed != 0 || sum.Unchanged != 0 {
 		t.Fatalf("first import = %+v, want %d added", sum, n)
 	}
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Added != 0 || sum.Changed != 0 || sum.Unchanged != n {
 		t.Fatalf("second import = %+v, want all %d unchanged", sum, n)
 	}
 	// Users whose limit differs get the file's; text output ends with the summary.
 	e.ok("users", "set-limit", "api", "u0", "77")
 	r := e.runIn("key,limit\nu0,1\nu1,9\nnew,3\n", "users", "import", "api", "-")
-	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "imported stdin into api: 3 users, 1 added, 2 changed, 0 unchanged in ") || r.stderr != "" {
+	if r.code != cmdutil.ExitOK || !strings.HasPrefix(r.stdout, "imported stdin into api: 3 users, 1 added, 2 changed, 0 unchanged in ") || r.stderr != "" {
 		t.Fatalf("import from stdin = %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	var u userJSON
-	e.json(ExitOK, &u, "users", "show", "api", "u1")
+	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "u1")
 	if u.Limit != 9 {
 		t.Fatalf("u1 = %+v, want limit 9", u)
 	}
@@ -101,7 +103,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	e.ok("users", "set-limit", "api", "u0", "1")
 	e.ok("users", "import", "api", csv)
 	var list usersJSON
-	e.json(ExitOK, &list, "users", "list", "api")
+	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != n+1 {
 		t.Fatalf("%d users, want %d", len(list.Users), n+1)
 	}
@@ -115,7 +117,7 @@ func TestImportMoneyOpensCurrencyAccounts(t *testing.T) {
 	e.ok("users", "import", "usd", writeUsersCSV(t, n))
 	checkImported(t, e, "usd", n)
 	e.ok("fund", "usd", "u4999", "10")
-	e.code(ExitOK, "pay", "usd", "u4999", "u0", "10")
+	e.code(cmdutil.ExitOK, "pay", "usd", "u4999", "u0", "10")
 }
 
 // TestImportSurvivesKill kills tblimit (this test binary, re-executed as
@@ -172,7 +174,7 @@ func TestImportSurvivesKill(t *testing.T) {
 		if !checkedBusy {
 			// The import holds the data file: another command is refused.
 			r := e.run("users", "show", "api", "u0")
-			if r.code != ExitError || !strings.Contains(r.stderr, "is in use by another process") {
+			if r.code != cmdutil.ExitError || !strings.Contains(r.stderr, "is in use by another process") {
 				t.Fatalf("a command during the import = %d %q, want the data file in use", r.code, r.stderr)
 			}
 			checkedBusy = true
@@ -182,7 +184,7 @@ func TestImportSurvivesKill(t *testing.T) {
 		}
 		<-exited
 		r := e.run("resources", "show", "api")
-		if r.code != ExitOK {
+		if r.code != cmdutil.ExitOK {
 			t.Fatalf("round %d: after kill -9 at %d bytes the data file does not open: %s", round, size(), r.stderr)
 		}
 		t.Logf("round %d: killed after %d bytes; %s", round, size()-start, strings.TrimSpace(r.stderr))
@@ -191,13 +193,13 @@ func TestImportSurvivesKill(t *testing.T) {
 		t.Fatalf("no import was killed while running")
 	}
 	var sum importJSON
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Users != n || sum.Added+sum.Changed+sum.Unchanged != n || sum.Unchanged == 0 {
 		t.Fatalf("import after the kills = %+v, want %d users, some already imported", sum, n)
 	}
 	t.Logf("import after the kills: %d added, %d changed, %d already there", sum.Added, sum.Changed, sum.Unchanged)
 	checkImported(t, e, "api", n)
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Unchanged != n {
 		t.Fatalf("import again = %+v, want all unchanged", sum)
 	}
@@ -216,13 +218,13 @@ func TestImport100kUsers(t *testing.T) {
 	csv := writeUsersCSV(t, n)
 	start := time.Now()
 	var sum importJSON
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	took := time.Since(start)
 	if sum.Added != n {
 		t.Fatalf("import = %+v", sum)
 	}
 	start = time.Now()
-	e.json(ExitOK, &sum, "users", "import", "api", csv)
+	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	again := time.Since(start)
 	st, _ := os.Stat(e.data)
 	t.Logf("imported %d users in %v (re-run, all unchanged: %v); data file %d bytes", n, took, again, st.Size())
@@ -235,7 +237,7 @@ func BenchmarkImport100kUsers(b *testing.B) {
 		data := filepath.Join(b.TempDir(), "data.journal")
 		run := func(args ...string) {
 			var out, errb strings.Builder
-			if code := Run(b.Context(), append([]string{"--data", data}, args...), strings.NewReader(""), &out, &errb); code != ExitOK {
+			if code := Run(b.Context(), append([]string{"--data", data}, args...), strings.NewReader(""), &out, &errb); code != cmdutil.ExitOK {
 				b.Fatalf("%v: %d %s", args, code, errb.String())
 			}
 		}
@@ -257,13 +259,13 @@ func TestImportCSVWithBOM(t *testing.T) {
 			t.Fatal(err)
 		}
 		var sum importJSON
-		e.json(ExitOK, &sum, "users", "import", "api", csv)
+		e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 		if sum.Users != 2-i || sum.Added != 2-i {
 			t.Fatalf("import %q = %+v, want %d added", content, sum, 2-i)
 		}
 	}
 	var list usersJSON
-	e.json(ExitOK, &list, "users", "list", "api")
+	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	got := map[string]uint64{}
 	for _, u := range list.Users {
 		got[u.User] = u.Limit

@@ -5,12 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 )
 
 type usersResetOptions struct {
-	Connect connectFunc
-	Printer func() *printer
+	Connect cmdutil.ConnectFunc
+	Printer func() *cmdutil.Printer
 
 	Resource string
 	Key      string
@@ -23,8 +24,8 @@ type userResetJSON struct {
 	Ended int `json:"ended"`
 }
 
-func newCmdUsersReset(f *factory, runF func(context.Context, *usersResetOptions) error) *cobra.Command {
-	opts := &usersResetOptions{Connect: f.connect, Printer: f.printer}
+func newCmdUsersReset(f *cmdutil.Factory, runF func(context.Context, *usersResetOptions) error) *cobra.Command {
+	opts := &usersResetOptions{Connect: f.Connect, Printer: f.Printer}
 	return &cobra.Command{
 		Use:   "reset RESOURCE KEY",
 		Short: "Give back at once every unit a user holds",
@@ -34,10 +35,10 @@ It is an operator's act, and the audit trail keeps it: a void per hold
 (tblimit usage lists them before). Units taken while it runs are not given
 back. Resetting a user with nothing in flight changes nothing.`,
 		Args:              cobra.ExactArgs(2),
-		ValidArgsFunction: f.completeResources,
+		ValidArgsFunction: f.CompleteResources,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts.Resource = args[0]
-			if opts.Key, err = keyArg("KEY", args[1]); err != nil {
+			if opts.Key, err = cmdutil.KeyArg("KEY", args[1]); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -50,7 +51,7 @@ back. Resetting a user with nothing in flight changes nothing.`,
 
 func usersResetRun(ctx context.Context, opts *usersResetOptions) error {
 	var out userResetJSON
-	err := withResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
+	err := cmdutil.WithResource(ctx, opts.Connect, opts.Resource, func(c *ledger.Client, r ledger.Resource) (err error) {
 		if out.Ended, err = c.Reset(ctx, r, opts.Key); err != nil {
 			return err
 		}
@@ -61,8 +62,8 @@ func usersResetRun(ctx context.Context, opts *usersResetOptions) error {
 		return err
 	}
 	p := opts.Printer()
-	return p.emit(out, func() {
-		p.printf("reset %q on %s: %s voided; limit %d, %d in flight, %d available\n",
-			opts.Key, out.Resource, plural(out.Ended, "hold"), out.Limit, out.InFlight, out.Available)
+	return p.Emit(out, func() {
+		p.Printf("reset %q on %s: %s voided; limit %d, %d in flight, %d available\n",
+			opts.Key, out.Resource, cmdutil.Plural(out.Ended, "hold"), out.Limit, out.InFlight, out.Available)
 	})
 }

@@ -10,19 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
 func TestUsersResetParsing(t *testing.T) {
-	checkParse(t, newCmdUsersReset, []parseCase[usersResetOptions]{
-		{args: []string{"api", "alice"}, want: usersResetOptions{Resource: "api", Key: "alice"}},
-		{args: []string{"7", "é"}, want: usersResetOptions{Resource: "7", Key: "é"}},
-		{args: []string{"api"}, err: "accepts 2 arg(s)"},
-		{args: []string{"api", "alice", "bob"}, err: "accepts 2 arg(s)"},
-		{args: []string{"api", ""}, err: "KEY: "},
-		{args: []string{"api", " alice"}, err: "KEY: "},
-		{args: []string{"api", "alice", "--all"}, err: "unknown flag: --all"},
+	cmdtest.CheckParse(t, newCmdUsersReset, []cmdtest.ParseCase[usersResetOptions]{
+		{Args: []string{"api", "alice"}, Want: usersResetOptions{Resource: "api", Key: "alice"}},
+		{Args: []string{"7", "é"}, Want: usersResetOptions{Resource: "7", Key: "é"}},
+		{Args: []string{"api"}, Err: "accepts 2 arg(s)"},
+		{Args: []string{"api", "alice", "bob"}, Err: "accepts 2 arg(s)"},
+		{Args: []string{"api", ""}, Err: "KEY: "},
+		{Args: []string{"api", " alice"}, Err: "KEY: "},
+		{Args: []string{"api", "alice", "--all"}, Err: "unknown flag: --all"},
 	})
 }
 
@@ -41,7 +43,7 @@ func TestUsersResetRun(t *testing.T) {
 	}
 	connect := func(context.Context) (*ledger.Client, func(), error) { return c, func() {}, nil }
 	var out bytes.Buffer
-	printer := func() *printer { return newPrinter(&out, true) }
+	printer := func() *cmdutil.Printer { return cmdutil.NewPrinter(&out, true) }
 	for i, want := range []int{3, 0} { // the second reset finds nothing left
 		out.Reset()
 		if err := usersResetRun(t.Context(), &usersResetOptions{Connect: connect, Printer: printer, Resource: "api", Key: "alice"}); err != nil {
@@ -65,11 +67,11 @@ func TestUsersReset(t *testing.T) {
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "2")
 	e.ok("users", "add", "api", "alice")
-	e.code(ExitOK, "acquire", "api", "alice")
-	e.code(ExitOK, "acquire", "api", "alice")
-	e.code(ExitDenied, "acquire", "api", "alice")
+	e.code(cmdutil.ExitOK, "acquire", "api", "alice")
+	e.code(cmdutil.ExitOK, "acquire", "api", "alice")
+	e.code(cmdutil.ExitDenied, "acquire", "api", "alice")
 	var m map[string]json.RawMessage
-	r := e.code(ExitOK, "-o", "json", "users", "reset", "api", "alice")
+	r := e.code(cmdutil.ExitOK, "-o", "json", "users", "reset", "api", "alice")
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +84,9 @@ func TestUsersReset(t *testing.T) {
 	if !slices.Equal(keys, want) || string(m["ended"]) != "2" || string(m["available"]) != "2" {
 		t.Fatalf("users reset: %s; want fields %v, ended 2, available 2", r.stdout, want)
 	}
-	e.code(ExitOK, "acquire", "api", "alice")
+	e.code(cmdutil.ExitOK, "acquire", "api", "alice")
 	if out := e.ok("users", "reset", "api", "alice"); !strings.Contains(out, "1 hold voided") {
 		t.Errorf("users reset (text) = %q", out)
 	}
-	e.code(ExitError, "users", "reset", "api", "nobody")
+	e.code(cmdutil.ExitError, "users", "reset", "api", "nobody")
 }

@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"errors"
@@ -18,71 +18,72 @@ import (
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-// globalOptions are the flags every command takes.
-type globalOptions struct {
-	addresses []string
-	clusterID uint64
-	data      string
-	output    string
-	timeout   time.Duration
-	verbose   bool
+// GlobalOptions are the flags every command takes.
+type GlobalOptions struct {
+	Addresses []string
+	ClusterID uint64
+	Data      string
+	Output    string
+	Timeout   time.Duration
+	Verbose   bool
 }
 
-// envFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
-var envFlags = []string{"addresses", "cluster-id", "data", "output", "timeout"}
+// EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout"}
 
-// envName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
-func envName(flag string) string {
+// EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
+func EnvName(flag string) string {
 	return "TBLIMIT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-func (g *globalOptions) bind(fs *pflag.FlagSet) {
-	fs.StringSliceVar(&g.addresses, "addresses", nil, "TigerBeetle cluster addresses, comma-separated (3000, 127.0.0.1:3000); none: the embedded engine in --data [env]")
-	fs.Uint64Var(&g.clusterID, "cluster-id", 0, "TigerBeetle cluster ID [env]")
-	fs.StringVar(&g.data, "data", "", "the embedded engine's data file, used when no --addresses are given (default "+defaultDataHelp()+") [env]")
-	fs.StringVarP(&g.output, "output", "o", "text", "output format: text or json [env]")
-	fs.DurationVar(&g.timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
-	fs.BoolVar(&g.verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
+// Bind adds the global flags to fs.
+func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&g.Addresses, "addresses", nil, "TigerBeetle cluster addresses, comma-separated (3000, 127.0.0.1:3000); none: the embedded engine in --data [env]")
+	fs.Uint64Var(&g.ClusterID, "cluster-id", 0, "TigerBeetle cluster ID [env]")
+	fs.StringVar(&g.Data, "data", "", "the embedded engine's data file, used when no --addresses are given (default "+defaultDataHelp()+") [env]")
+	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
+	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
+	fs.BoolVar(&g.Verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
 }
 
-// prepare applies the environment to the flags not given on the command
+// Prepare applies the environment to the flags not given on the command
 // line and validates the global flags.
-func (g *globalOptions) prepare(cmd *cobra.Command) error {
-	if err := fromEnv(cmd.Root().PersistentFlags(), envFlags); err != nil {
+func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
+	if err := FromEnv(cmd.Root().PersistentFlags(), EnvFlags); err != nil {
 		return err
 	}
-	if g.verbose && nativeLogs != nil {
+	if g.Verbose && nativeLogs != nil {
 		nativeLogs.keepAll()
 	}
-	switch g.output {
+	switch g.Output {
 	case "text", "json":
 	default:
-		return usagef("--output %q: want text or json", g.output)
+		return Usagef("--output %q: want text or json", g.Output)
 	}
-	if g.timeout <= 0 {
-		return usagef("--timeout %s: must be positive", g.timeout)
+	if g.Timeout <= 0 {
+		return Usagef("--timeout %s: must be positive", g.Timeout)
 	}
-	if len(g.addresses) > 0 && cmd.Root().PersistentFlags().Changed("data") {
-		return usagef("--data is the embedded engine's data file: with --addresses, there is none (give one or the other)")
+	if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed("data") {
+		return Usagef("--data is the embedded engine's data file: with --addresses, there is none (give one or the other)")
 	}
-	for _, a := range g.addresses {
+	for _, a := range g.Addresses {
 		if strings.TrimSpace(a) == "" {
-			return usagef("--addresses %q: an address is empty", strings.Join(g.addresses, ","))
+			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
 	}
 	return nil
 }
 
-// fromEnv sets the flags of fs named in names from TBLIMIT_<FLAG> where
+// FromEnv sets the flags of fs named in names from TBLIMIT_<FLAG> where
 // the command line did not give them.
-func fromEnv(fs *pflag.FlagSet, names []string) error {
+func FromEnv(fs *pflag.FlagSet, names []string) error {
 	for _, name := range names {
-		v, ok := os.LookupEnv(envName(name))
+		v, ok := os.LookupEnv(EnvName(name))
 		if !ok || v == "" || fs.Changed(name) {
 			continue
 		}
 		if err := fs.Set(name, v); err != nil {
-			return usagef("$%s=%q: %s", envName(name), v, want(fs.Lookup(name), err))
+			return Usagef("$%s=%q: %s", EnvName(name), v, want(fs.Lookup(name), err))
 		}
 	}
 	return nil
@@ -106,15 +107,15 @@ func want(f *pflag.Flag, err error) string {
 // defaultDataPath is where the embedded engine's data file lives unless
 // --data says otherwise: $XDG_DATA_HOME/tblimit, else ~/.local/share/tblimit.
 func defaultDataPath() (string, error) {
-	dir, err := dataHome()
+	dir, err := DataHome()
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "embedded.journal"), nil
 }
 
-// dataHome is tblimit's per-user data directory.
-func dataHome() (string, error) {
+// DataHome is tblimit's per-user data directory.
+func DataHome() (string, error) {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "tblimit"), nil
 	}
@@ -136,26 +137,26 @@ func defaultDataHelp() string {
 // requests with clock, if not nil; notices go to stderr). The caller must
 // call the returned function when done: it closes the connection or the
 // data file (releasing its lock).
-func (g *globalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger.Client, func(), error) {
+func (g *GlobalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger.Client, func(), error) {
 	// A command makes one decision and reports it: exact, at the cost of a
 	// read (see ledger.WithExactDecisions).
-	return g.open(clock, stderr, ledger.WithExactDecisions())
+	return g.Open(clock, stderr, ledger.WithExactDecisions())
 }
 
-// open is connect with the ledger.Client's options of the caller's choice.
-func (g *globalOptions) open(clock embedded.Clock, stderr io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error) {
-	opts = append([]ledger.Option{ledger.WithTimeout(g.timeout)}, opts...)
-	if len(g.addresses) > 0 {
-		c, err := ledger.Dial(g.clusterID, g.addresses, opts...)
+// Open is connect with the ledger.Client's options of the caller's choice.
+func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error) {
+	opts = append([]ledger.Option{ledger.WithTimeout(g.Timeout)}, opts...)
+	if len(g.Addresses) > 0 {
+		c, err := ledger.Dial(g.ClusterID, g.Addresses, opts...)
 		if errors.Is(err, ledger.ErrInvalidAddress) {
-			return nil, nil, usagef("--addresses: %w", err)
+			return nil, nil, Usagef("--addresses: %w", err)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.addresses, ","), err)
+			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.Addresses, ","), err)
 		}
 		return c, c.Close, nil
 	}
-	path := g.data
+	path := g.Data
 	if path == "" {
 		var err error
 		if path, err = defaultDataPath(); err != nil {
@@ -172,7 +173,7 @@ func (g *globalOptions) open(clock embedded.Clock, stderr io.Writer, opts ...led
 	f, err := embedded.Open(path, eopts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
-		return nil, nil, hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
+		return nil, nil, Hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
 	case err != nil:
 		return nil, nil, err
 	}

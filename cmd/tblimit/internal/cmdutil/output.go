@@ -1,36 +1,39 @@
-package cli
+package cmdutil
 
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/tblimit/tblimit/ledger"
 	"io"
 	"math"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tblimit/tblimit/ledger"
+
 	"golang.org/x/term"
 )
 
-// printer writes a command's result on standard output: JSON with -o json;
+// Printer writes a command's result on standard output: JSON with -o json;
 // otherwise text, with tables, headers and colours only on a terminal (off
 // a terminal, tables are tab-separated lines without a header, for scripts).
-type printer struct {
+type Printer struct {
 	w     io.Writer
 	json  bool
-	tty   bool
+	TTY   bool
 	color bool
 }
 
-func newPrinter(w io.Writer, asJSON bool) *printer {
+// NewPrinter returns a printer on w: JSON if asJSON, text otherwise.
+func NewPrinter(w io.Writer, asJSON bool) *Printer {
 	tty := isTerminal(w)
-	return &printer{
+	return &Printer{
 		w:     w,
 		json:  asJSON,
-		tty:   tty,
+		TTY:   tty,
 		color: tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb",
 	}
 }
@@ -41,15 +44,15 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// emit prints v as JSON, or calls text. In JSON an empty list is [], never
+// Emit prints v as JSON, or calls text. In JSON an empty list is [], never
 // null, whichever command built v and however.
-func (p *printer) emit(v any, text func()) error {
+func (p *Printer) Emit(v any, text func()) error {
 	if !p.json {
 		text()
 		return nil
 	}
 	enc := json.NewEncoder(p.w)
-	if p.tty {
+	if p.TTY {
 		enc.SetIndent("", "  ")
 	}
 	return enc.Encode(noNullLists(reflect.ValueOf(v)).Interface())
@@ -86,12 +89,13 @@ func noNullLists(v reflect.Value) reflect.Value {
 	return v
 }
 
-func (p *printer) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
+// Printf prints text, formatted as fmt.Printf does.
+func (p *Printer) Printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
 
-// table prints rows under a header: aligned on a terminal, tab-separated
+// Table prints rows under a header: aligned on a terminal, tab-separated
 // without the header elsewhere.
-func (p *printer) table(header []string, rows [][]string) {
-	if !p.tty {
+func (p *Printer) Table(header []string, rows [][]string) {
+	if !p.TTY {
 		for _, r := range rows {
 			fmt.Fprintln(p.w, strings.Join(r, "\t"))
 		}
@@ -105,12 +109,12 @@ func (p *printer) table(header []string, rows [][]string) {
 	}
 	tw.Flush()
 	head, body, _ := strings.Cut(b.String(), "\n")
-	fmt.Fprintf(p.w, "%s\n%s", p.paint(bold, strings.TrimRight(head, " ")), body)
+	fmt.Fprintf(p.w, "%s\n%s", p.Paint(bold, strings.TrimRight(head, " ")), body)
 }
 
-// fields prints name/value pairs, one a line.
-func (p *printer) fields(pairs [][2]string) {
-	if !p.tty {
+// Fields prints name/value pairs, one a line.
+func (p *Printer) Fields(pairs [][2]string) {
+	if !p.TTY {
 		for _, kv := range pairs {
 			fmt.Fprintf(p.w, "%s\t%s\n", kv[0], kv[1])
 		}
@@ -125,30 +129,30 @@ func (p *printer) fields(pairs [][2]string) {
 
 const (
 	bold  = "1"
-	red   = "31"
-	green = "32"
-	amber = "33"
+	Red   = "31"
+	Green = "32"
+	Amber = "33"
 )
 
-// paint colours s on a colour terminal.
-func (p *printer) paint(color, s string) string {
+// Paint colours s on a colour terminal.
+func (p *Printer) Paint(color, s string) string {
 	if !p.color {
 		return s
 	}
 	return "\x1b[" + color + "m" + s + "\x1b[0m"
 }
 
-// seconds converts a duration to fractional seconds for JSON.
+// Seconds converts a duration to fractional seconds for JSON.
 // seconds is d in seconds for JSON, to the microsecond: no float noise
 // (1.921992, not 1.9219921709999999).
-func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1e6) / 1e6 }
+func Seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1e6) / 1e6 }
 
-// human prints a duration for people, rounded to the millisecond, in the
+// Human prints a duration for people, rounded to the millisecond, in the
 // form windows are written ("1d", "23h59m59.993s").
-func human(d time.Duration) string { return ledger.FormatWindow(d.Round(time.Millisecond)) }
+func Human(d time.Duration) string { return ledger.FormatWindow(d.Round(time.Millisecond)) }
 
-// progress draws a progress bar on a terminal; elsewhere it does nothing.
-type progress struct {
+// Progress draws a progress bar on a terminal; elsewhere it does nothing.
+type Progress struct {
 	w     io.Writer
 	on    bool
 	total int
@@ -156,11 +160,13 @@ type progress struct {
 	last  time.Time
 }
 
-func newProgress(w io.Writer, what string, total int) *progress {
-	return &progress{w: w, on: isTerminal(w) && total > 0, what: what, total: total}
+// NewProgress returns the progress bar of total steps of what, drawn on w.
+func NewProgress(w io.Writer, what string, total int) *Progress {
+	return &Progress{w: w, on: isTerminal(w) && total > 0, what: what, total: total}
 }
 
-func (p *progress) set(done int) {
+// Set draws done steps of the total, at most every 100 ms.
+func (p *Progress) Set(done int) {
 	if !p.on || (done < p.total && time.Since(p.last) < 100*time.Millisecond) {
 		return
 	}
@@ -171,8 +177,23 @@ func (p *progress) set(done int) {
 		100*done/p.total, done, p.total)
 }
 
-func (p *progress) finish() {
+// Finish clears the bar.
+func (p *Progress) Finish() {
 	if p.on {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
 }
+
+// Plural is n and what, with an s unless n is 1: "1 user", "3 users".
+func Plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// U64 is n in decimal.
+func U64(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// SecondsDuration is the duration of s seconds, as the JSON gives it.
+func SecondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

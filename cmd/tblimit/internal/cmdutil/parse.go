@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-// maxAmount is the largest amount or limit the command line takes.
-const maxAmount = math.MaxInt64
+// MaxAmount is the largest amount or limit the command line takes.
+const MaxAmount = math.MaxInt64
 
-// parseAmount parses an amount of units: a whole number from 1 to maxAmount.
-func parseAmount(s string) (uint64, error) {
+// ParseAmount parses an amount of units: a whole number from 1 to MaxAmount.
+func ParseAmount(s string) (uint64, error) {
 	n, err := parseCount(s)
 	if err != nil {
 		return 0, err
@@ -26,8 +26,8 @@ func parseAmount(s string) (uint64, error) {
 	return n, nil
 }
 
-// parseLimit parses a limit: a whole number from 0 to maxAmount.
-func parseLimit(s string) (uint64, error) { return parseCount(s) }
+// ParseLimit parses a limit: a whole number from 0 to MaxAmount.
+func ParseLimit(s string) (uint64, error) { return parseCount(s) }
 
 func parseCount(s string) (uint64, error) {
 	switch {
@@ -48,14 +48,14 @@ func parseCount(s string) (uint64, error) {
 		}
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || n > maxAmount {
-		return 0, fmt.Errorf("%q: too large (at most %d)", s, uint64(maxAmount))
+	if err != nil || n > MaxAmount {
+		return 0, fmt.Errorf("%q: too large (at most %d)", s, uint64(MaxAmount))
 	}
 	return n, nil
 }
 
-// parseLedger parses a TigerBeetle ledger number: 1 to 2^32-1.
-func parseLedger(s string) (uint32, error) {
+// ParseLedger parses a TigerBeetle ledger number: 1 to 2^32-1.
+func ParseLedger(s string) (uint32, error) {
 	t := strings.TrimSpace(s)
 	n, err := strconv.ParseUint(t, 10, 32)
 	if err != nil || n == 0 {
@@ -64,10 +64,10 @@ func parseLedger(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-// parseWindow parses a window: a Go duration ("2s", "1m", "1h30m"), a
+// ParseWindow parses a window: a Go duration ("2s", "1m", "1h30m"), a
 // number of days ("1d"), or days and a Go duration ("1d12h"); a whole number
 // of seconds from 1s to ledger.MaxWindow.
-func parseWindow(s string) (time.Duration, error) {
+func ParseWindow(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	d, err := parseDays(t)
 	switch {
@@ -92,7 +92,7 @@ func parseWindow(s string) (time.Duration, error) {
 }
 
 // errTooLong is a window longer than the largest TigerBeetle allows.
-var errTooLong = fmt.Errorf("longer than the largest window (%s)", formatWindow(ledger.MaxWindow))
+var errTooLong = fmt.Errorf("longer than the largest window (%s)", FormatWindow(ledger.MaxWindow))
 
 const day = 24 * time.Hour
 
@@ -124,25 +124,25 @@ func parseDays(t string) (time.Duration, error) {
 	return d + r, nil
 }
 
-// formatWindow prints a window as parseWindow reads it ("2s", "1m",
+// FormatWindow prints a window as ParseWindow reads it ("2s", "1m",
 // "1d12h"): the same form everywhere.
-func formatWindow(d time.Duration) string { return ledger.FormatWindow(d) }
+func FormatWindow(d time.Duration) string { return ledger.FormatWindow(d) }
 
-// keyArg applies the key rule (ledger.NormalizeKey) to the user key
+// KeyArg applies the key rule (ledger.NormalizeKey) to the user key
 // argument name (USER, KEY...), and returns the key as the ledger uses it.
-func keyArg(name, key string) (string, error) {
+func KeyArg(name, key string) (string, error) {
 	k, err := ledger.NormalizeKey(key)
 	if err != nil {
-		return "", usagef("%s: %w", name, err)
+		return "", Usagef("%s: %w", name, err)
 	}
 	return k, nil
 }
 
-// displayKey prints a key stored in the ledger for a table: as it is when it
+// DisplayKey prints a key stored in the ledger for a table: as it is when it
 // follows the key rule, quoted otherwise (a key written before the rule may
 // hold a tab or a newline, which would break the columns), and quoted when
 // it starts with a quote, so that the two cannot be confused.
-func displayKey(key string) string {
+func DisplayKey(key string) string {
 	if k, err := ledger.NormalizeKey(key); err != nil || k != key || strings.HasPrefix(key, `"`) {
 		return strconv.Quote(key)
 	}

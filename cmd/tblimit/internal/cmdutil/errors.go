@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"errors"
@@ -12,38 +12,43 @@ import (
 )
 
 // The errors of the command line are told apart by type, never by their
-// text: a usageError is a bad command line (exit 2), a silentError ends a
+// text: a UsageError is a bad command line (exit 2), a SilentError ends a
 // command with a code and no message (its result is on stdout), a
-// hintedError already says what to do. factory.exit turns them into exit
+// hintedError already says what to do. Factory.Exit turns them into exit
 // codes and messages, in one place.
 
-// usageError marks an error in the command line: an unknown command or
+// UsageError marks an error in the command line: an unknown command or
 // flag, a wrong number of arguments, a malformed argument or flag value.
-type usageError struct{ err error }
+type UsageError struct{ err error }
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+func (e *UsageError) Error() string { return e.err.Error() }
+func (e *UsageError) Unwrap() error { return e.err }
 
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
+// Usagef is a usage error with a message formatted as fmt.Errorf does.
+func Usagef(format string, args ...any) error {
+	return &UsageError{fmt.Errorf(format, args...)}
 }
 
-func isUsage(err error) bool {
-	var ue *usageError
+// AsUsage marks err as an error in the command line.
+func AsUsage(err error) error { return &UsageError{err} }
+
+// IsUsage reports whether err is, or wraps, a usage error.
+func IsUsage(err error) bool {
+	var ue *UsageError
 	return errors.As(err, &ue)
 }
 
-// silentError ends a command with an exit code and no error message.
-type silentError struct{ code ExitCode }
+// SilentError ends a command with an exit code and no error message.
+type SilentError struct{ Code ExitCode }
 
-func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+func (e *SilentError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
 
-// denied ends a command whose request a limit denied: exit code 3, and no
+// Denied ends a command whose request a limit denied: exit code 3, and no
 // error message (the decision was printed).
-var denied = &silentError{code: ExitDenied}
+var Denied = &SilentError{Code: ExitDenied}
 
 // hintedError is an error with the command's own advice; the general advice
-// factory.explain adds is then left out.
+// Factory.explain adds is then left out.
 type hintedError struct {
 	err  error
 	hint string
@@ -52,23 +57,24 @@ type hintedError struct {
 func (e *hintedError) Error() string { return fmt.Sprintf("%v (%s)", e.err, e.hint) }
 func (e *hintedError) Unwrap() error { return e.err }
 
-func hint(err error, format string, args ...any) error {
+// Hint adds advice to err, formatted as fmt.Sprintf does.
+func Hint(err error, format string, args ...any) error {
 	return &hintedError{err: err, hint: fmt.Sprintf(format, args...)}
 }
 
-// usageConventions makes the errors of the command line under root usage
+// UsageConventions makes the errors of the command line under root usage
 // errors by type: flag errors through cobra's flag error function, and
 // argument errors by wrapping the Args check of every command in the tree,
 // those cobra adds (completion and its shells) included. Commands declare
 // their Args with cobra's checks; every command has one (a test checks). A
 // noun without a run function of its own (cobra's completion) becomes a
 // group, so that an unknown verb is a usage error, not its help.
-func usageConventions(root *cobra.Command) {
+func UsageConventions(root *cobra.Command) {
 	root.SetFlagErrorFunc(flagError)
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() && !c.Runnable() {
-			group(c)
+			Group(c)
 		}
 		if c.Args != nil {
 			c.Args = usageArgs(c.Args)
@@ -87,7 +93,7 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 			// The command without the program's name, which the message
 			// starts with already ("tblimit: users add: ...").
 			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
-			return &usageError{fmt.Errorf("%s: %w (see %s --help)", name, err, cmd.CommandPath())}
+			return &UsageError{fmt.Errorf("%s: %w (see %s --help)", name, err, cmd.CommandPath())}
 		}
 		return nil
 	}
@@ -98,27 +104,27 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 func flagError(_ *cobra.Command, err error) error {
 	var iv *pflag.InvalidValueError
 	if errors.As(err, &iv) {
-		return usagef("--%s %q: %s", iv.GetFlag().Name, iv.GetValue(), want(iv.GetFlag(), iv.Unwrap()))
+		return Usagef("--%s %q: %s", iv.GetFlag().Name, iv.GetValue(), want(iv.GetFlag(), iv.Unwrap()))
 	}
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) {
 		if s := ne.GetSpecifiedShortnames(); s != "" && s[0] >= '0' && s[0] <= '9' {
-			return usagef("%q: negative numbers are not allowed (amounts and limits are whole numbers)", "-"+s)
+			return Usagef("%q: negative numbers are not allowed (amounts and limits are whole numbers)", "-"+s)
 		}
 	}
-	return &usageError{err}
+	return &UsageError{err}
 }
 
-// retryable adds to an error whose answer was lost how to retry the attempt.
-func retryable(err error) error {
+// Retryable adds to an error whose answer was lost how to retry the attempt.
+func Retryable(err error) error {
 	if id, ok := ledger.AttemptID(err); ok {
 		return fmt.Errorf("%w; it may still have been applied: retry with --id %s to make sure it counts once", err, id)
 	}
 	return err
 }
 
-// usedID explains an ID given again for a different request.
-func usedID(err error) error {
+// UsedID explains an ID given again for a different request.
+func UsedID(err error) error {
 	if errors.Is(err, ledger.ErrIDReused) {
 		return errors.New("--id was already used for a different request")
 	}
@@ -127,46 +133,46 @@ func usedID(err error) error {
 
 // explain adds what the user can do about an error from the ledger, unless
 // the command said it already.
-func (f *factory) explain(err error) error {
+func (f *Factory) explain(err error) error {
 	var h *hintedError
 	switch {
 	case errors.As(err, &h):
 		return err
 	case errors.Is(err, ledger.ErrUnknownUser):
-		return hint(err, "add it with tblimit users add")
-	case errors.Is(err, ledger.ErrUnavailable) && len(f.global.addresses) > 0:
-		return hint(err, "is a cluster with ID %d running at %s? tblimit tigerbeetle status tells about a local one",
-			f.global.clusterID, strings.Join(f.global.addresses, ","))
+		return Hint(err, "add it with tblimit users add")
+	case errors.Is(err, ledger.ErrUnavailable) && len(f.Global.Addresses) > 0:
+		return Hint(err, "is a cluster with ID %d running at %s? tblimit tigerbeetle status tells about a local one",
+			f.Global.ClusterID, strings.Join(f.Global.Addresses, ","))
 	}
 	return err
 }
 
-// exit prints err, once, and returns the exit code it means.
-func (f *factory) exit(err error) ExitCode {
+// Exit prints err, once, and returns the exit code it means.
+func (f *Factory) Exit(err error) ExitCode {
 	if err == nil {
 		return ExitOK
 	}
-	var s *silentError
+	var s *SilentError
 	if errors.As(err, &s) {
-		return s.code
+		return s.Code
 	}
-	fmt.Fprintln(f.errOut, "tblimit:", message(f.explain(err)))
-	if isUsage(err) {
+	fmt.Fprintln(f.ErrOut, "tblimit:", Message(f.explain(err)))
+	if IsUsage(err) {
 		return ExitUsage
 	}
 	return ExitError
 }
 
-// message is the text tblimit prints for err, after its own "tblimit: ".
+// Message is the text tblimit prints for err, after its own "tblimit: ".
 //
 // The packages tblimit uses prefix their errors with their names ("ledger:
 // unknown user"), as Go errors should; tblimit says who is speaking once, so
-// message drops those prefixes wherever an error was wrapped into another.
+// Message drops those prefixes wherever an error was wrapped into another.
 // For the ledger's errors about an input that the command line names itself
 // ("USER: ", "--window ", "FILE:LINE: "), it also drops the ledger's words
 // for the kind of input ("invalid user key: "), which would only repeat
 // them. This is presentation only: no decision is taken on the text.
-func message(err error) string {
+func Message(err error) string {
 	msg := err.Error()
 	for _, in := range inputErrors {
 		if errors.Is(err, in) {
