@@ -14,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/fund"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/resources"
+	"github.com/tblimit/tblimit/cmd/tblimit/tigerbeetle"
+	"github.com/tblimit/tblimit/cmd/tblimit/usage"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 	"github.com/tblimit/tblimit/internal/launch"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
@@ -109,14 +114,14 @@ func acceptMoney(t *testing.T, e *cliEnv, limitLedger, currency string) {
 	e.ok("resources", "create", "usd-day", "--kind", "money", "--ledger", limitLedger, "--currency", currency, "--window", "1d", "--limit", "1000")
 	e.ok("users", "add", "usd-day", "alice")
 	e.ok("users", "add", "usd-day", "shop")
-	var f fundJSON
+	var f fund.JSON
 	e.json(cmdutil.ExitOK, &f, "fund", "usd-day", "alice", "5000")
 	if f.Funds != 5000 {
 		t.Fatalf("fund = %+v, want alice holding 5000", f)
 	}
 	funds := func(user string) (limit, available, held uint64) {
 		t.Helper()
-		var u userJSON
+		var u users.UserJSON
 		e.json(cmdutil.ExitOK, &u, "users", "show", "usd-day", user)
 		return u.Limit, u.Available, *u.Funds
 	}
@@ -180,7 +185,7 @@ func TestAcceptanceRealServer(t *testing.T) {
 	t.Setenv(envMain, "1") // tigerbeetle up re-executes this binary as tblimit
 	dir := t.TempDir()
 	local := &cliEnv{t: t, ctx: t.Context()}
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	// The cleanup is registered before up, which may start the server and
 	// still fail, and runs on a context of its own: t.Context() is cancelled
 	// before cleanups run.
@@ -194,7 +199,7 @@ func TestAcceptanceRealServer(t *testing.T) {
 	if !st.Running || len(st.Addresses) != 1 {
 		t.Fatalf("tigerbeetle up = %+v", st)
 	}
-	var again serverJSON
+	var again tigerbeetle.ServerJSON
 	local.json(cmdutil.ExitOK, &again, "tigerbeetle", "status", "--dir", dir)
 	if !again.Running || again.Addresses[0] != st.Addresses[0] {
 		t.Fatalf("tigerbeetle status = %+v, want it running at %s", again, st.Addresses[0])
@@ -216,7 +221,7 @@ func TestServerCommandsWithoutBinary(t *testing.T) {
 	if !strings.Contains(r.stderr, "scripts/install-tigerbeetle.sh") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("tigerbeetle up without a binary: stderr %q, want one line naming scripts/install-tigerbeetle.sh", r.stderr)
 	}
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if st.Running {
 		t.Errorf("status = %+v, want not running", st)
@@ -237,7 +242,7 @@ func TestStateOutlivesCommands(t *testing.T) {
 	e.code(cmdutil.ExitDenied, "acquire", "upload", "bob", "5000000")
 	e.clock.Advance(30 * time.Second)
 	e.code(cmdutil.ExitOK, "acquire", "upload", "bob", "4000000")
-	var u usageJSON
+	var u usage.JSON
 	e.json(cmdutil.ExitOK, &u, "usage", "upload", "bob")
 	if len(u.Flights) != 2 || u.InFlight != 10_000_000 || u.Available != 0 {
 		t.Fatalf("usage = %+v, want two flights holding the whole limit", u)
@@ -248,7 +253,7 @@ func TestStateOutlivesCommands(t *testing.T) {
 	if !slices.Equal(u.Reservations, u.Flights) {
 		t.Errorf("usage: reservations %+v, want the flights %+v (the field's old name)", u.Reservations, u.Flights)
 	}
-	var show userJSON
+	var show users.UserJSON
 	e.json(cmdutil.ExitOK, &show, "users", "show", "upload", "bob")
 	if show.NextReleaseUnits != 6_000_000 || show.NextReleaseSeconds < 29.9 || show.NextReleaseSeconds > 30.1 {
 		t.Errorf("users show = %+v, want 6000000 back in 30s", show)
@@ -293,7 +298,7 @@ func TestResources(t *testing.T) {
 	if !bytes.Equal(before, e.dataBytes()) {
 		t.Errorf("refused creates wrote to the data file")
 	}
-	var list resourcesJSON
+	var list resources.ListJSON
 	e.json(cmdutil.ExitOK, &list, "resources", "list")
 	if len(list.Resources) != 2 || list.Resources[0].Name != "api" || list.Resources[1].CurrencyLedger != 840 {
 		t.Fatalf("list = %+v", list)
@@ -312,7 +317,7 @@ func TestUsers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10")
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "add", "api", "alice")
 	if !*u.Created || u.Limit != 10 {
 		t.Fatalf("add = %+v", u)
@@ -334,7 +339,7 @@ func TestUsers(t *testing.T) {
 	e.clock.Advance(time.Minute + time.Millisecond)
 	e.code(cmdutil.ExitOK, "acquire", "api", "bob")
 	e.code(cmdutil.ExitDenied, "acquire", "api", "bob")
-	var list usersJSON
+	var list users.ListJSON
 	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != 2 || list.Users[0].User != "alice" || list.Users[1].Limit != 1 || list.Users[1].InFlight != 1 {
 		t.Fatalf("list = %+v", list)
@@ -350,7 +355,7 @@ func TestFundIsIdempotentWithID(t *testing.T) {
 	e := newEnv(t)
 	e.ok("resources", "create", "usd", "--kind", "money", "--ledger", "3", "--currency", "840", "--window", "1d", "--limit", "1000")
 	e.ok("users", "add", "usd", "alice")
-	var f fundJSON
+	var f fund.JSON
 	e.json(cmdutil.ExitOK, &f, "fund", "usd", "alice", "500")
 	id := f.ID
 	e.json(cmdutil.ExitOK, &f, "fund", "usd", "alice", "500", "--id", id)
@@ -547,7 +552,7 @@ func TestJSONFields(t *testing.T) {
 			t.Errorf("tblimit -o json %s: fields %v, want %v", strings.Join(c.args, " "), got, want)
 		}
 	}
-	var u usageJSON
+	var u usage.JSON
 	e.json(cmdutil.ExitOK, &u, "usage", "api", "alice")
 	var res map[string]any
 	b, _ := json.Marshal(u.Flights[0])
@@ -602,7 +607,7 @@ func TestDataFileDamage(t *testing.T) {
 	if !strings.Contains(r.stderr, "tblimit: notice: "+e.data+": cut a torn tail") {
 		t.Errorf("stderr after a torn tail = %q, want a notice", r.stderr)
 	}
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "alice")
 	if u.InFlight != 2 {
 		t.Fatalf("after recovery: %+v, want both acquires kept", u)
@@ -677,7 +682,7 @@ func TestServerUpReportsFailure(t *testing.T) {
 	if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
 		t.Errorf("tigerbeetle up with a failing binary: stderr %q, want the binary's output", r.stderr)
 	}
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", filepath.Join(dir, "server"))
 	if st.Running {
 		t.Errorf("status after a failed up = %+v", st)

@@ -1,95 +1,18 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/audit"
+	"github.com/tblimit/tblimit/cmd/tblimit/history"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
-
-func TestHistoryParsing(t *testing.T) {
-	day2 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	cmdtest.CheckParse(t, newCmdHistory, []cmdtest.ParseCase[historyOptions]{
-		{Args: []string{"api", "alice"}, Want: historyOptions{Resource: "api", User: "alice", Max: 100}},
-		{Args: []string{"api", "alice", "--since", "2026-01-02", "--until", "1d", "--max", "0"},
-			Want: historyOptions{Resource: "api", User: "alice", Since: &cmdutil.When{At: day2}, Until: &cmdutil.When{Ago: 24 * time.Hour}}},
-		{Args: []string{"api", "alice", "--since", "1d", "--until", "2026-01-02"}, Err: "--since 1d is after --until 2026-01-02"},
-		{Args: []string{"api", "alice", "--since", "2026-01-02T00:00:00Z"}, Want: historyOptions{Resource: "api", User: "alice", Since: &cmdutil.When{At: day2}, Max: 100}},
-		{Args: []string{"api", "alice", "--since", "soon"}, Err: `--since "soon": want a time`},
-		{Args: []string{"api", "alice", "--until", "-5m"}, Err: `--until "-5m": want a time`},
-		{Args: []string{"api", "alice", "--max", "-1"}, Err: "--max -1: must not be negative"},
-		{Args: []string{"api", "alice", "--max", "many"}, Err: `--max "many": want a whole number`},
-		{Args: []string{"api", " alice"}, Err: "USER: "},
-		{Args: []string{"api"}, Err: "accepts 2 arg(s)"},
-	})
-}
-
-func TestAuditParsing(t *testing.T) {
-	cmdtest.CheckParse(t, newCmdAudit, []cmdtest.ParseCase[auditOptions]{
-		{Args: []string{"api"}, Want: auditOptions{Resource: "api"}},
-		{Args: []string{"api", "alice", "--since", "2h"}, Want: auditOptions{Resource: "api", User: "alice", Since: &cmdutil.When{Ago: 2 * time.Hour}}},
-		{Args: []string{"api", "alice", "bob"}, Err: "accepts between 1 and 2 arg(s)"},
-		{Args: []string{"api", "\talice"}, Err: "USER: "},
-		{Args: []string{"api", "--until", "then"}, Err: `--until "then"`},
-		{Args: []string{}, Err: "accepts between 1 and 2 arg(s)"},
-	})
-}
-
-// history and audit run on their dependencies: an in-memory ledger, a
-// buffer, a clock.
-func TestHistoryAndAuditRun(t *testing.T) {
-	clock := embedded.NewManualClock(time.Now())
-	engine := embedded.New(embedded.WithClock(clock))
-	c := ledger.New(engine)
-	r := ledger.Resource{Name: "api", Kind: ledger.KindRequests, Ledger: 1, Window: time.Minute, DefaultLimit: 2, Lazy: true}
-	if err := c.CreateResource(t.Context(), r); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if _, err := c.Acquire(t.Context(), r, ledger.Request{User: "alice", Amount: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clock.Advance(2 * time.Minute)
-	connect := func(context.Context) (*ledger.Client, func(), error) { return c, func() {}, nil }
-	var out, errOut bytes.Buffer
-	printer := func() *cmdutil.Printer { return cmdutil.NewPrinter(&out, true) }
-	err := historyRun(t.Context(), &historyOptions{Connect: connect, Printer: printer, Now: clock.Now, Resource: "api", User: "alice", Since: &cmdutil.When{Ago: time.Hour}, Max: 1})
-	var h historyJSON
-	if err != nil || json.Unmarshal(out.Bytes(), &h) != nil || len(h.Admissions) != 1 || !h.More || h.Admissions[0].End != "expired" ||
-		h.Since != cmdutil.RFC3339(clock.Now().Add(-time.Hour)) || h.Until != "" {
-		t.Fatalf("history = %s, %v; want the newest of two admissions, expired, since an hour before the clock", out.Bytes(), err)
-	}
-	out.Reset()
-	if err := auditRun(t.Context(), &auditOptions{Connect: connect, Printer: printer, ErrOut: &errOut, Now: clock.Now, Resource: "api"}); err != nil {
-		t.Fatalf("audit = %v", err)
-	}
-	var a auditJSON
-	if err := json.Unmarshal(out.Bytes(), &a); err != nil || !a.OK || len(a.Users) != 1 || a.Users[0].MostInWindow != 2 || errOut.Len() != 0 {
-		t.Fatalf("audit = %s, %v, stderr %q; want alice with 2 in a window, ok", out.Bytes(), err, errOut.String())
-	}
-	// Another program takes alice's units for one second instead of a
-	// window: they come back early, and a window holds more than the limit.
-	cmdtest.ShortHold(t, engine, r, "alice", 2)
-	clock.Advance(2 * time.Second)
-	if _, err := c.Acquire(t.Context(), r, ledger.Request{User: "alice", Amount: 2}); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := auditRun(t.Context(), &auditOptions{Connect: connect, Printer: printer, ErrOut: &errOut, Now: clock.Now, Resource: "api", User: "alice"}); err != overLimit {
-		t.Fatalf("audit of a user over its limit = %v, want exit %d", err, cmdutil.ExitOverLimit)
-	}
-	if err := json.Unmarshal(out.Bytes(), &a); err != nil || a.OK || a.Users[0].OK || a.Users[0].MostInWindow != 4 || len(a.Users[0].Over) == 0 {
-		t.Fatalf("audit = %s, %v; want alice over, with 4 in a window", out.Bytes(), err)
-	}
-}
 
 // tblimit history lists admissions with how each ended, the newest first,
 // on the data file; for money with the payment beside each hold.
@@ -102,7 +25,7 @@ func TestHistoryCommand(t *testing.T) {
 	e.clock.Advance(time.Minute + time.Millisecond)
 	var d cmdutil.DecisionJSON
 	e.json(cmdutil.ExitOK, &d, "acquire", "api", "alice", "--ref", "42")
-	var h historyJSON
+	var h history.JSON
 	e.json(cmdutil.ExitOK, &h, "history", "api", "alice")
 	if len(h.Admissions) != 2 || h.More || h.Resource != "api" || h.User != "alice" {
 		t.Fatalf("history = %+v, want two admissions", h)
@@ -171,7 +94,7 @@ func TestAuditCommand(t *testing.T) {
 	for _, u := range []string{"alice", "bob", long} {
 		e.ok("acquire", "api", u, "3")
 	}
-	var a auditJSON
+	var a audit.JSON
 	r := e.code(cmdutil.ExitOK, "-o", "json", "audit", "api")
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || !a.OK || len(a.Users) != 3 || len(a.Unaudited) != 0 ||
 		a.Users[2].User != long || a.Users[2].ID != ledger.UserID(1, long).String() || a.Users[0].MostInWindow != 3 {

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/history"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 )
 
 // --id follows the idempotency contract of ledger.Request.ID: the same ID
@@ -26,9 +28,9 @@ func TestAcquireIDOnALazyNewcomer(t *testing.T) {
 	if !first.Allowed || first.ID != id || !again.Allowed || again.ID != id {
 		t.Fatalf("acquire --id %s twice = %+v then %+v; want one admission, answered twice", id, first, again)
 	}
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "show", "web", "newcomer")
-	var h historyJSON
+	var h history.JSON
 	e.json(cmdutil.ExitOK, &h, "history", "web", "newcomer")
 	if u.InFlight != 1 || u.Limit != 100 || len(h.Admissions) != 1 || h.Admissions[0].ID != id {
 		t.Fatalf("after acquire --id twice: %+v, history %+v; want 1 in flight, one admission under %s", u, h.Admissions, id)
@@ -56,9 +58,9 @@ func TestAcquireIDDeniedThenAdmitted(t *testing.T) {
 	if !admitted.Allowed || admitted.ID != id || d.ID != id {
 		t.Fatalf("acquire --id %s once the unit returned = %+v, then %+v; want one admission, answered twice", id, admitted, d)
 	}
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "alice")
-	var h historyJSON
+	var h history.JSON
 	e.json(cmdutil.ExitOK, &h, "history", "api", "alice")
 	if u.InFlight != 1 || len(h.Admissions) != 2 || h.Admissions[0].ID != id || h.Admissions[1].End != "expired" {
 		t.Fatalf("after the retries: %+v, history %+v; want 1 in flight and one admission under %s", u, h.Admissions, id)
@@ -75,7 +77,7 @@ func TestPayIDDeniedThenPaid(t *testing.T) {
 	e.ok("fund", "usd", "alice", "100")
 	funds := func(user string) uint64 {
 		t.Helper()
-		var u userJSON
+		var u users.UserJSON
 		e.json(cmdutil.ExitOK, &u, "users", "show", "usd", user)
 		return *u.Funds
 	}
@@ -111,7 +113,7 @@ func TestPayIDDeniedThenPaid(t *testing.T) {
 	if r := e.code(cmdutil.ExitError, "pay", "usd", "alice", "shop", "700", "--id", big); !strings.Contains(r.stderr, "--id was already used for a different request") {
 		t.Fatalf("pay --id %s with another amount: %q", big, r.stderr)
 	}
-	var h historyJSON
+	var h history.JSON
 	e.json(cmdutil.ExitOK, &h, "history", "usd", "alice")
 	if len(h.Admissions) != 2 || h.Admissions[0].ID != big || h.Admissions[0].Payment.Amount != 800 ||
 		h.Admissions[1].ID != order || h.Admissions[1].Payment.Amount != 300 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 )
 
 // One key rule (ledger.NormalizeKey) for arguments, CSV and YAML: a key is
@@ -53,13 +54,13 @@ func TestKeyRuleEverywhere(t *testing.T) {
 
 	// "é" as one character (NFC) or as "e" and an accent (NFD) is one user.
 	e.ok("users", "add", "api", "e\u0301")
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "\u00e9")
 	if u.User != "\u00e9" || u.Limit != 10 {
 		t.Errorf("users show in NFC after users add in NFD = %+v", u)
 	}
 	e.code(cmdutil.ExitOK, "acquire", "api", "e\u0301")
-	var list usersJSON
+	var list users.ListJSON
 	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != 1 || list.Users[0].InFlight != 1 {
 		t.Errorf("users list = %+v, want one user é with 1 in flight", list)

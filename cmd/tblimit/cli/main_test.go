@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/serve"
+	"github.com/tblimit/tblimit/cmd/tblimit/tigerbeetle"
 	"github.com/tblimit/tblimit/internal/launch"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/testenv/fake"
@@ -31,7 +33,7 @@ const envHung = "TBLIMIT_CLI_TEST_HUNG"
 func TestMain(m *testing.M) {
 	fake.Serve()
 	if os.Getenv(envFakeProbe) == "1" {
-		launchOptions = append(launchOptions, launch.WithProbe(fake.DialProbe))
+		tigerbeetle.LaunchOptions = append(tigerbeetle.LaunchOptions, launch.WithProbe(fake.DialProbe))
 	}
 	if os.Getenv(envHung) == "1" {
 		os.Exit(hungServer())
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	// The tests say what they connect to; a developer's settings must not
 	// send them to a cluster.
-	for _, name := range append(cmdutil.EnvFlags, rlsServeEnvFlags...) {
+	for _, name := range append(cmdutil.EnvFlags, serve.EnvFlags...) {
 		os.Unsetenv(cmdutil.EnvName(name))
 	}
 	os.Exit(m.Run())

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/resources"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 )
 
 func TestResourcesMigrate(t *testing.T) {
@@ -16,7 +18,7 @@ func TestResourcesMigrate(t *testing.T) {
 	}
 	e.code(cmdutil.ExitOK, "acquire", "api", "bob", "2")
 	e.ok("resources", "create", "api2", "--kind", "requests", "--ledger", "2", "--window", "1h", "--limit", "3", "--lazy")
-	var m migrateJSON
+	var m resources.MigrateJSON
 	e.json(cmdutil.ExitOK, &m, "resources", "migrate", "api", "api2")
 	if m.Users != 2 || m.Carried != 4 || m.CarriedUnits != 5 {
 		t.Fatalf("migrate = %+v, want 2 users and 5 units in 4 holds carried", m)
@@ -25,7 +27,7 @@ func TestResourcesMigrate(t *testing.T) {
 	if m.Users != 2 || m.Carried != 0 {
 		t.Fatalf("migrate again = %+v, want nothing carried twice", m)
 	}
-	var bob, alice userJSON
+	var bob, alice users.UserJSON
 	e.json(cmdutil.ExitOK, &bob, "users", "show", "api2", "bob")
 	e.json(cmdutil.ExitOK, &alice, "users", "show", "api2", "alice")
 	if bob.Limit != 9 || bob.InFlight != 2 || alice.Limit != 3 || alice.InFlight != 3 {

@@ -1,11 +1,15 @@
-// Package cli implements the tblimit command line; nothing in it exits the process.
+// Package cli runs the tblimit command line; nothing in it exits the process.
 //
-// Every command has the shape of GitHub's gh: an options struct whose
-// dependencies are functions (taken from the factory), a constructor
-// newCmdX(f, runF) that parses arguments and flags into the options, and a
-// run function xRun(ctx, opts). Tests give the constructor a runF that
-// captures the options, so parsing is tested without a ledger. Errors become
-// exit codes and messages in one place (Factory.Exit).
+// Main and Run build the command tree from the packages beside this one, a
+// package per noun (resources, users, tigerbeetle) or verb (acquire, pay,
+// fund, usage, history, audit, apply, serve, demo), with what they share in
+// internal/cmdutil. Every command has the shape of GitHub's gh: an options
+// struct whose dependencies are functions (taken from the factory), a
+// constructor NewCmdX(f, runF) that parses arguments and flags into the
+// options, and a run function xRun(ctx, opts). Tests give the constructor a
+// runF that captures the options, so parsing is tested without a ledger.
+// Errors become exit codes and messages in one place (Factory.Exit). The
+// end-to-end tests, which run tblimit in-process through Run, are here.
 package cli
 
 import (
@@ -17,7 +21,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/acquire"
+	"github.com/tblimit/tblimit/cmd/tblimit/apply"
+	"github.com/tblimit/tblimit/cmd/tblimit/audit"
+	"github.com/tblimit/tblimit/cmd/tblimit/demo"
+	"github.com/tblimit/tblimit/cmd/tblimit/fund"
+	"github.com/tblimit/tblimit/cmd/tblimit/history"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/pay"
+	"github.com/tblimit/tblimit/cmd/tblimit/resources"
+	"github.com/tblimit/tblimit/cmd/tblimit/serve"
+	"github.com/tblimit/tblimit/cmd/tblimit/tigerbeetle"
+	"github.com/tblimit/tblimit/cmd/tblimit/usage"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 )
 
 // Main runs the command line of this process and returns its exit code.
@@ -74,16 +90,16 @@ errors go to stderr, once.
 		&cobra.Group{ID: "operate", Title: "Operations:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"},
 	)
-	for _, c := range []*cobra.Command{newCmdResources(f), newCmdUsers(f), newCmdApply(f, nil)} {
+	for _, c := range []*cobra.Command{resources.NewCmdResources(f), users.NewCmdUsers(f), apply.NewCmdApply(f, nil)} {
 		c.GroupID = "provision"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newCmdAcquire(f, nil), newCmdPay(f, nil), newCmdFund(f, nil), newCmdUsage(f, nil),
-		newCmdHistory(f, nil), newCmdAudit(f, nil), newCmdServe(f, nil)} {
+	for _, c := range []*cobra.Command{acquire.NewCmdAcquire(f, nil), pay.NewCmdPay(f, nil), fund.NewCmdFund(f, nil), usage.NewCmdUsage(f, nil),
+		history.NewCmdHistory(f, nil), audit.NewCmdAudit(f, nil), serve.NewCmdServe(f, nil)} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newCmdTigerBeetle(f), newCmdDemo(f, nil)} {
+	for _, c := range []*cobra.Command{tigerbeetle.NewCmdTigerBeetle(f), demo.NewCmdDemo(f, nil)} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

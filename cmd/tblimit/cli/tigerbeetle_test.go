@@ -17,10 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/tigerbeetle"
 	"github.com/tblimit/tblimit/testenv/fake"
 )
 
@@ -88,13 +86,13 @@ func startHung(t *testing.T, dir string) (pid int, addr string, exited <-chan st
 
 // writeState records st as the state of the server in dir, as tigerbeetle
 // serve does.
-func writeState(t *testing.T, dir string, st serverJSON) []byte {
+func writeState(t *testing.T, dir string, st tigerbeetle.ServerJSON) []byte {
 	t.Helper()
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stateFile), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, tigerbeetle.StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -119,9 +117,9 @@ func TestServerNotAnswering(t *testing.T) {
 	dir := t.TempDir()
 	super, _, superExited := startHung(t, dir)
 	server, addr, serverExited := startHung(t, dir)
-	state := writeState(t, dir, serverJSON{
+	state := writeState(t, dir, tigerbeetle.ServerJSON{
 		Running: true, Answering: true, PID: super, ServerPID: server, Addresses: []string{addr},
-		Dir: dir, DataFile: filepath.Join(dir, "0_0.tigerbeetle"), LogFile: filepath.Join(dir, logFile), Development: true,
+		Dir: dir, DataFile: filepath.Join(dir, "0_0.tigerbeetle"), LogFile: filepath.Join(dir, tigerbeetle.LogFile), Development: true,
 	})
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
 
@@ -131,7 +129,7 @@ func TestServerNotAnswering(t *testing.T) {
 			t.Errorf("tigerbeetle status = %q, want %q in it", r.stdout, want)
 		}
 	}
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if !st.Running || st.Answering || st.PID != super || st.ServerPID != server {
 		t.Errorf("tigerbeetle status -o json = %+v, want running, not answering, pids %d and %d", st, super, server)
@@ -146,8 +144,8 @@ func TestServerNotAnswering(t *testing.T) {
 	if strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
 		t.Errorf("tigerbeetle up: stdout %q, stderr %q, want one line on stderr", r.stdout, r.stderr)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, stateFile)); !bytes.Equal(b, state) {
-		t.Errorf("after tigerbeetle up, %s = %q, %v, want it unchanged", stateFile, b, err)
+	if b, err := os.ReadFile(filepath.Join(dir, tigerbeetle.StateFile)); !bytes.Equal(b, state) {
+		t.Errorf("after tigerbeetle up, %s = %q, %v, want it unchanged", tigerbeetle.StateFile, b, err)
 	}
 
 	if out := e.ok("tigerbeetle", "down", "--dir", dir); !strings.Contains(out, fmt.Sprintf("stopped tigerbeetle (pid %d)", server)) {
@@ -160,8 +158,8 @@ func TestServerNotAnswering(t *testing.T) {
 			t.Fatalf("after tigerbeetle down, pid %d or %d still runs", super, server)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
-		t.Errorf("after tigerbeetle down, %s: %v, want it gone", stateFile, err)
+	if _, err := os.Stat(filepath.Join(dir, tigerbeetle.StateFile)); !os.IsNotExist(err) {
+		t.Errorf("after tigerbeetle down, %s: %v, want it gone", tigerbeetle.StateFile, err)
 	}
 	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 	if st.Running || st.Answering {
@@ -191,8 +189,8 @@ func TestServerStaleState(t *testing.T) {
 	}
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
 	for _, c := range cases {
-		writeState(t, dir, serverJSON{Running: true, Answering: true, PID: c.pid, ServerPID: c.pid, Addresses: []string{addr}, Dir: dir})
-		var st serverJSON
+		writeState(t, dir, tigerbeetle.ServerJSON{Running: true, Answering: true, PID: c.pid, ServerPID: c.pid, Addresses: []string{addr}, Dir: dir})
+		var st tigerbeetle.ServerJSON
 		e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir)
 		if st.Running || st.Answering {
 			t.Errorf("%s: tigerbeetle status = %+v, want not running", c.name, st)
@@ -201,8 +199,8 @@ func TestServerStaleState(t *testing.T) {
 		if !strings.Contains(r.stderr, "fake tigerbeetle: cannot format") {
 			t.Errorf("%s: tigerbeetle up = %q on stderr, want it to have started the binary", c.name, r.stderr)
 		}
-		if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
-			t.Errorf("%s: after tigerbeetle up, %s: %v, want the stale one gone", c.name, stateFile, err)
+		if _, err := os.Stat(filepath.Join(dir, tigerbeetle.StateFile)); !os.IsNotExist(err) {
+			t.Errorf("%s: after tigerbeetle up, %s: %v, want the stale one gone", c.name, tigerbeetle.StateFile, err)
 		}
 	}
 }
@@ -210,13 +208,13 @@ func TestServerStaleState(t *testing.T) {
 // upCluster starts a cluster of three fake replicas with tigerbeetle up and
 // stops it when the test ends, on a context of its own: the test's is
 // cancelled before cleanups run.
-func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, serverJSON) {
+func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, tigerbeetle.ServerJSON) {
 	t.Helper()
 	t.Setenv(envMain, "1")      // up re-executes this binary as tblimit
 	t.Setenv(envFakeProbe, "1") // whose supervisor accepts the fake
 	f := fake.New(t, fake.Options{})
 	e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	e.json(cmdutil.ExitOK, &st, "tigerbeetle", "up", "--dir", dir, "--replicas", "3", "--port", "0", "--binary", f.Bin)
 	t.Cleanup(func() {
 		down := &cliEnv{t: t, ctx: context.Background()}
@@ -228,9 +226,9 @@ func upCluster(t *testing.T, dir string) (*cliEnv, *fake.Fake, serverJSON) {
 }
 
 // replicaState returns what status says of each replica.
-func replicaState(t *testing.T, e *cliEnv, dir string) serverJSON {
+func replicaState(t *testing.T, e *cliEnv, dir string) tigerbeetle.ServerJSON {
 	t.Helper()
-	var st serverJSON
+	var st tigerbeetle.ServerJSON
 	e.json(cmdutil.ExitError, &st, "tigerbeetle", "status", "--dir", dir) // a fake never answers a client
 	if !st.Running || len(st.Replicas) != 3 {
 		t.Fatalf("tigerbeetle status = %+v, want a running cluster of 3", st)
@@ -282,11 +280,11 @@ func TestServerClusterByHand(t *testing.T) {
 
 	e.ok("tigerbeetle", "down", "--dir", dir, "--kill")
 	now = replicaState(t, e, dir)
-	if down := now.down(); len(down) != 3 {
+	if down := now.Down(); len(down) != 3 {
 		t.Fatalf("after down --kill: replicas %v down, want all; %+v", down, now)
 	}
 	e.ok("tigerbeetle", "up", "--dir", dir)
-	if down := replicaState(t, e, dir).down(); len(down) != 0 {
+	if down := replicaState(t, e, dir).Down(); len(down) != 0 {
 		t.Fatalf("after up: replicas %v still down", down)
 	}
 
@@ -297,8 +295,8 @@ func TestServerClusterByHand(t *testing.T) {
 	for _, pid := range []int{last.PID, last.Replicas[0].PID, last.Replicas[1].PID, last.Replicas[2].PID} {
 		fake.WaitGone(t, pid, 10*time.Second)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stateFile)); !os.IsNotExist(err) {
-		t.Errorf("after down, %s: %v, want it gone", stateFile, err)
+	if _, err := os.Stat(filepath.Join(dir, tigerbeetle.StateFile)); !os.IsNotExist(err) {
+		t.Errorf("after down, %s: %v, want it gone", tigerbeetle.StateFile, err)
 	}
 	formats := 0
 	for _, c := range f.Calls(t) {
@@ -396,7 +394,7 @@ func TestUpClientConnections(t *testing.T) {
 		f := fake.New(t, fake.Options{})
 		dir := t.TempDir()
 		e := &cliEnv{t: t, ctx: t.Context(), base: []string{"--timeout", "200ms"}}
-		var st serverJSON
+		var st tigerbeetle.ServerJSON
 		e.json(cmdutil.ExitOK, &st, append([]string{"tigerbeetle", "up", "--dir", dir, "--port", "0", "--binary", f.Bin}, c.args...)...)
 		down := &cliEnv{t: t, ctx: context.Background()}
 		if r := down.run("tigerbeetle", "down", "--dir", dir); r.code != cmdutil.ExitOK {
@@ -408,10 +406,5 @@ func TestUpClientConnections(t *testing.T) {
 		if calls := strings.Join(f.Calls(t), "\n"); c.flag != "" && !strings.Contains(calls, "--experimental") || !strings.Contains(calls, c.flag) {
 			t.Errorf("up %q started %q, want %q", c.args, calls, c.flag)
 		}
-	}
-	if _, err := cmdtest.ParseCmd(t, func(f *cmdutil.Factory, runF func(context.Context, *upOptions) error) *cobra.Command {
-		return newCmdServerUp(func() serverEnv { return serverEnv{} }, runF)
-	}, "--limit-pipeline-requests", "58"); !cmdutil.IsUsage(err) {
-		t.Errorf("up --limit-pipeline-requests 58 = %v, want a usage error", err)
 	}
 }

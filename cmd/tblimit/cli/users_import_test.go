@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/cmd/tblimit/users"
 )
 
 // writeUsersCSV writes n users u0..u(n-1) with limit i%100+1 (and every
@@ -54,7 +55,7 @@ func wantLimit(i int) uint64 {
 // writeUsersCSV with their limits.
 func checkImported(t *testing.T, e *cliEnv, resource string, n int) {
 	t.Helper()
-	var list usersJSON
+	var list users.ListJSON
 	e.json(cmdutil.ExitOK, &list, "users", "list", resource)
 	if len(list.Users) != n {
 		t.Fatalf("%d users, want %d", len(list.Users), n)
@@ -78,7 +79,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "1000")
 	const n = 20_000 // more than two batches
 	csv := writeUsersCSV(t, n)
-	var sum importJSON
+	var sum users.ImportJSON
 	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Users != n || sum.Added != n || sum.Changed != 0 || sum.Unchanged != 0 {
 		t.Fatalf("first import = %+v, want %d added", sum, n)
@@ -93,7 +94,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	if r.code != cmdutil.ExitOK || !strings.HasPrefix(r.stdout, "imported stdin into api: 3 users, 1 added, 2 changed, 0 unchanged in ") || r.stderr != "" {
 		t.Fatalf("import from stdin = %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	var u userJSON
+	var u users.UserJSON
 	e.json(cmdutil.ExitOK, &u, "users", "show", "api", "u1")
 	if u.Limit != 9 {
 		t.Fatalf("u1 = %+v, want limit 9", u)
@@ -102,7 +103,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	e.ok("users", "set-limit", "api", "new", "1000")
 	e.ok("users", "set-limit", "api", "u0", "1")
 	e.ok("users", "import", "api", csv)
-	var list usersJSON
+	var list users.ListJSON
 	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	if len(list.Users) != n+1 {
 		t.Fatalf("%d users, want %d", len(list.Users), n+1)
@@ -192,7 +193,7 @@ func TestImportSurvivesKill(t *testing.T) {
 	if !checkedBusy {
 		t.Fatalf("no import was killed while running")
 	}
-	var sum importJSON
+	var sum users.ImportJSON
 	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	if sum.Users != n || sum.Added+sum.Changed+sum.Unchanged != n || sum.Unchanged == 0 {
 		t.Fatalf("import after the kills = %+v, want %d users, some already imported", sum, n)
@@ -217,7 +218,7 @@ func TestImport100kUsers(t *testing.T) {
 	const n = 100_000
 	csv := writeUsersCSV(t, n)
 	start := time.Now()
-	var sum importJSON
+	var sum users.ImportJSON
 	e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 	took := time.Since(start)
 	if sum.Added != n {
@@ -258,13 +259,13 @@ func TestImportCSVWithBOM(t *testing.T) {
 		if err := os.WriteFile(csv, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var sum importJSON
+		var sum users.ImportJSON
 		e.json(cmdutil.ExitOK, &sum, "users", "import", "api", csv)
 		if sum.Users != 2-i || sum.Added != 2-i {
 			t.Fatalf("import %q = %+v, want %d added", content, sum, 2-i)
 		}
 	}
-	var list usersJSON
+	var list users.ListJSON
 	e.json(cmdutil.ExitOK, &list, "users", "list", "api")
 	got := map[string]uint64{}
 	for _, u := range list.Users {
@@ -272,33 +273,5 @@ func TestImportCSVWithBOM(t *testing.T) {
 	}
 	if len(got) != 3 || got["alice"] != 10 || got["bob"] != 1000 || got["carol"] != 7 {
 		t.Errorf("users = %v, want alice 10, bob 1000 (the default), carol 7", got)
-	}
-}
-
-// Only a first line key,limit (or key alone) is a header: a first user
-// named key or user, with a limit, is imported, not skipped. (Found by
-// FuzzParseUsersCSV's round trip: such a user was dropped without a word.)
-func TestImportHeaderRule(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want []string
-	}{
-		{"key,limit\nalice,1\n", []string{"alice"}},
-		{"KEY , Limit\nalice,1\n", []string{"alice"}},
-		{"key\nalice\n", []string{"alice"}},
-		{"user,limit\nalice,1\n", []string{"alice"}},
-		{"user,5\nbob,3\n", []string{"user", "bob"}},
-		{"key,7\n", []string{"key"}},
-		{"key,\nbob\n", []string{"key", "bob"}},
-		{"key,limit\nuser,5\n", []string{"user"}},
-	} {
-		users, err := parseUsersCSV("f.csv", strings.NewReader(c.in))
-		var got []string
-		for _, u := range users {
-			got = append(got, u.key)
-		}
-		if err != nil || strings.Join(got, ",") != strings.Join(c.want, ",") {
-			t.Errorf("parseUsersCSV(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
 	}
 }

@@ -1,4 +1,7 @@
 // Package cmdtest helps test the commands of tblimit: their parsing, without I/O.
+//
+// A command's parsing tests run it with a runF that captures its options, as
+// gh's tests do: arguments and flags are checked without a ledger.
 package cmdtest
 
 import (
@@ -62,7 +65,8 @@ type ParseCase[T any] struct {
 	Err  string
 }
 
-// CheckParse runs newCmd's command on each case and checks the options or the usage error it gives.
+// CheckParse runs newCmd's command on each case and checks the options, or
+// the usage error, it gives.
 func CheckParse[T any](t *testing.T, newCmd func(*cmdutil.Factory, func(context.Context, *T) error) *cobra.Command, cases []ParseCase[T]) {
 	t.Helper()
 	for _, c := range cases {
