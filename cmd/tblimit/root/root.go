@@ -1,4 +1,4 @@
-// Package cli runs the tblimit command line; nothing in it exits the process.
+// Package root runs the tblimit command line; nothing in it exits the process.
 //
 // Main and Run build the command tree from the packages beside this one, a
 // package per noun (resources, users, tigerbeetle) or verb (acquire, pay,
@@ -10,7 +10,7 @@
 // runF that captures the options, so parsing is tested without a ledger.
 // Errors become exit codes and messages in one place (Factory.Exit). The
 // end-to-end tests, which run tblimit in-process through Run, are here.
-package cli
+package root
 
 import (
 	"context"
