@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/tblimit/tblimit/cmd/tblimit/cli"
+	"github.com/tblimit/tblimit/cmd/tblimit/root"
 )
 
-func main() { os.Exit(int(cli.Main())) }
+func main() { os.Exit(int(root.Main())) }

@@ -1,0 +1,84 @@
+package apply
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+)
+
+// A YAML syntax error names the line of the fault, not the line where the
+// enclosing block starts (yaml.v3 says line 1 for most of these).
+func TestApplyYAMLErrorLines(t *testing.T) {
+	const head = "resources:\n  - name: api\n    kind: requests\n    ledger: 1\n" // lines 1-4
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"indentation", head + "   window: 1m\n    default_limit: 5\n", "l.yaml:5: did not find expected '-' indicator"},
+		{"a list item in a mapping", head + "    - window: 1m\n    default_limit: 5\n", "l.yaml:5: did not find expected key"},
+		{"an unclosed flow list", head + "    window: [1m\n    default_limit: 5\n", "l.yaml:5: "},
+		{"an unclosed quote", head + "    window: \"1m\n    default_limit: 5\n", "l.yaml:5: "},
+		{"a colon in a value", head + "    window: 1m: 2\n    default_limit: 5\n", "l.yaml:5: mapping values are not allowed"},
+		{"a tab", head + "    window: 1m\n\tdefault_limit: 5\n", "l.yaml:6: "},
+		{"the second resource", head + "    window: 1m\n    default_limit: 5\n  - name: b\n    kind: bytes\n   ledger: 2\n", "l.yaml:9: "},
+		{"the second document", head + "    window: 1m\n    default_limit: 5\n---\na: [\n", "l.yaml:8: "},
+		{"the first line", "resources: [\n", "l.yaml:1: "},
+		{"no newline at the end", head + "   window: 1m", "l.yaml:5: "},
+		{"with a byte order mark", "\ufeff" + head + "   window: 1m\n", "l.yaml:5: "},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "yaml: ") {
+			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestFaultLine(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want int
+	}{
+		{"a: [\n", 1},
+		{"a: 1\nb: 2\n c: 3\n", 3},
+		{"a: 1\nb:\n  - x\n - y\n", 4},
+	} {
+		if got := faultLine([]byte(c.yaml)); got != c.want {
+			t.Errorf("faultLine(%q) = %d, want %d", c.yaml, got, c.want)
+		}
+	}
+}
+
+// Lines end where YAML says they do, so that a syntax error (found by
+// faultLine) and any other error (a node's position in yaml) count the same
+// lines, also in files with lone carriage returns. (Found by
+// FuzzParseApplyFile: "\r0" named line 2 of what was one line to faultLine.)
+func TestApplyLineEndings(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"CR", "resources:\r  - name: api\r   kind: requests\r", "l.yaml:3: "},
+		{"CRLF", "resources:\r\n  - name: api\r\n   kind: requests\r\n", "l.yaml:3: "},
+		{"LS", "resources:\u2028  - name: api\u2028   kind: requests\n", "l.yaml:3: "},
+		{"CR, a bad value", "resources:\r  - {name: api, kind: requests, ledger: 1, window: 0s, default_limit: 1}\r", "l.yaml:2: window"},
+		{"CR, not a mapping", "\r0", "l.yaml:2: want a mapping"},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
+		}
+	}
+	if got := lineEnds([]byte("a\rb\r\nc\u0085d\ne")); len(got) != 5 {
+		t.Errorf("lineEnds = %v, want 5 lines", got)
+	}
+}
+
+func TestApplyParsing(t *testing.T) {
+	cmdtest.CheckParse(t, NewCmdApply, []cmdtest.ParseCase[applyOptions]{
+		{Args: []string{"-f", "limits.yaml"}, Want: applyOptions{File: "limits.yaml"}},
+		{Args: []string{"--file", "-", "--dry-run"}, Want: applyOptions{File: "-", DryRun: true}},
+		{Args: []string{}, Err: "-f/--file is required"},
+		{Args: []string{"limits.yaml"}, Err: `unknown command "limits.yaml"`},
+	})
+}

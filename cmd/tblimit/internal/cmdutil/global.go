@@ -1,0 +1,206 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+)
+
+// GlobalOptions are the flags every command takes.
+type GlobalOptions struct {
+	Addresses []string
+	ClusterID uint64
+	Data      string
+	Output    string
+	Timeout   time.Duration
+	Verbose   bool
+}
+
+// EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout"}
+
+// EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
+func EnvName(flag string) string {
+	return "TBLIMIT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// Bind adds the global flags to fs.
+func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&g.Addresses, "addresses", nil, "TigerBeetle cluster addresses, comma-separated (3000, 127.0.0.1:3000); none: the embedded engine in --data [env]")
+	fs.Uint64Var(&g.ClusterID, "cluster-id", 0, "TigerBeetle cluster ID [env]")
+	fs.StringVar(&g.Data, "data", "", "the embedded engine's data file, used when no --addresses are given (default "+defaultDataHelp()+") [env]")
+	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
+	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
+	fs.BoolVar(&g.Verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
+}
+
+// Prepare applies the environment to the flags not given on the command
+// line and validates the global flags.
+func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
+	if err := FromEnv(cmd.Root().PersistentFlags(), EnvFlags); err != nil {
+		return err
+	}
+	if g.Verbose && nativeLogs != nil {
+		nativeLogs.keepAll()
+	}
+	switch g.Output {
+	case "text", "json":
+	default:
+		return Usagef("--output %q: want text or json", g.Output)
+	}
+	if g.Timeout <= 0 {
+		return Usagef("--timeout %s: must be positive", g.Timeout)
+	}
+	if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed("data") {
+		return Usagef("--data is the embedded engine's data file: with --addresses, there is none (give one or the other)")
+	}
+	for _, a := range g.Addresses {
+		if strings.TrimSpace(a) == "" {
+			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
+		}
+	}
+	return nil
+}
+
+// FromEnv sets the flags of fs named in names from TBLIMIT_<FLAG> where
+// the command line did not give them.
+func FromEnv(fs *pflag.FlagSet, names []string) error {
+	for _, name := range names {
+		v, ok := os.LookupEnv(EnvName(name))
+		if !ok || v == "" || fs.Changed(name) {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return Usagef("$%s=%q: %s", EnvName(name), v, want(fs.Lookup(name), err))
+		}
+	}
+	return nil
+}
+
+// want says what flag f takes, for a value it refused with err.
+func want(f *pflag.Flag, err error) string {
+	switch f.Value.Type() {
+	case "uint64", "uint32", "uint":
+		return "want a whole number from 0 up"
+	case "int", "int64":
+		return "want a whole number"
+	case "duration":
+		return "want a duration such as 500ms, 5s, 1m or 2h"
+	case "bool":
+		return "want true or false"
+	}
+	return err.Error()
+}
+
+// defaultDataPath is where the embedded engine's data file lives unless
+// --data says otherwise: $XDG_DATA_HOME/tblimit, else ~/.local/share/tblimit.
+func defaultDataPath() (string, error) {
+	dir, err := DataHome()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "embedded.journal"), nil
+}
+
+// DataHome is tblimit's per-user data directory.
+func DataHome() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "tblimit"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory for the data file (give --data or set $XDG_DATA_HOME): %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "tblimit"), nil
+}
+
+func defaultDataHelp() string {
+	if runtime.GOOS == "windows" {
+		return `%USERPROFILE%\.local\share\tblimit\embedded.journal`
+	}
+	return "$XDG_DATA_HOME/tblimit/embedded.journal or ~/.local/share/tblimit/embedded.journal"
+}
+
+// connect opens the cluster, or the embedded engine's data file (stamping
+// requests with clock, if not nil; notices go to stderr). The caller must
+// call the returned function when done: it closes the connection or the
+// data file (releasing its lock).
+func (g *GlobalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger.Client, func(), error) {
+	// A command makes one decision and reports it: exact, at the cost of a
+	// read (see ledger.WithExactDecisions).
+	return g.Open(clock, stderr, ledger.WithExactDecisions())
+}
+
+// Open is connect with the ledger.Client's options of the caller's choice.
+func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error) {
+	opts = append([]ledger.Option{ledger.WithTimeout(g.Timeout)}, opts...)
+	if len(g.Addresses) > 0 {
+		c, err := ledger.Dial(g.ClusterID, g.Addresses, opts...)
+		if errors.Is(err, ledger.ErrInvalidAddress) {
+			return nil, nil, Usagef("--addresses: %w", err)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--addresses %s: %w", strings.Join(g.Addresses, ","), err)
+		}
+		return c, c.Close, nil
+	}
+	path := g.Data
+	if path == "" {
+		var err error
+		if path, err = defaultDataPath(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := makeDir(filepath.Dir(path)); err != nil {
+		return nil, nil, fmt.Errorf("--data %s: %w", path, err)
+	}
+	var eopts []embedded.Option
+	if clock != nil {
+		eopts = append(eopts, embedded.WithClock(clock))
+	}
+	f, err := embedded.Open(path, eopts...)
+	switch {
+	case errors.Is(err, embedded.ErrBusy):
+		return nil, nil, Hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
+	case err != nil:
+		return nil, nil, err
+	}
+	if r := f.Recovered(); r != nil {
+		fmt.Fprintln(stderr, "tblimit: notice:", r)
+	}
+	return ledger.New(f, opts...), f.Close, nil
+}
+
+// makeDir creates dir and the directories above it that are missing, and
+// makes their entries durable (fsync of each parent), so that a data file
+// created inside survives a power cut with its directory.
+func makeDir(dir string) error {
+	dir = filepath.Clean(dir)
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := makeDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	parent, err := os.Open(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	return parent.Sync()
+}

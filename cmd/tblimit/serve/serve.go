@@ -1,0 +1,302 @@
+// Package serve is tblimit serve: Envoy's rate limit service, deciding on tblimit limits.
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/recipes/ratelimit"
+)
+
+// options are tblimit serve's: the rate limit service's flags and what it
+// needs from the process.
+type options struct {
+	Open   func(opts ...ledger.Option) (*ledger.Client, func(), error)
+	Out    io.Writer
+	ErrOut io.Writer
+	// Ready, when not nil, is told the addresses the listeners got (tests
+	// listen on port 0).
+	Ready func(grpcAddr, httpAddr string)
+	// Reload delivers SIGHUP.
+	Reload func() (<-chan struct{}, func())
+
+	Config          string
+	CheckConfig     string
+	GRPCAddr        string
+	HTTPAddr        string
+	Unavailable     string
+	ResponseHeaders bool
+	TLSCert         string
+	TLSKey          string
+	TLSClientCA     string
+	MaxWaiting      int
+	ShutdownTimeout time.Duration
+	ReloadInterval  time.Duration
+}
+
+// EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
+var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
+	"tls-client-ca", "max-waiting", "shutdown-timeout"}
+
+// NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *options) error) *cobra.Command {
+	opts := &options{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
+		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
+			return f.Global.Open(f.Clock, f.ErrOut, lopts...)
+		}}
+	cmd := &cobra.Command{
+		Use:   "serve --config PATH",
+		Short: "Serve Envoy's rate limit protocol (gRPC and HTTP) from tblimit limits",
+		Long: `serve is a rate limit service: Envoy's envoy.service.ratelimit.v3.RateLimitService
+over gRPC (with grpc.health.v1 and server reflection), and over HTTP POST /json
+(the same request in JSON), GET /healthcheck, GET /metrics (Prometheus) and
+GET /rlconfig (the configuration in force).
+
+--config is a YAML file, or a directory of them, in envoyproxy/ratelimit's format.
+Each rule becomes a tblimit resource and each distinct set of descriptor values a
+lazy user; the limited descriptors of a request are decided as one linked chain,
+all-or-nothing, in a sliding window. The configuration is watched and reloaded
+when it changes (and on SIGHUP); a bad file is refused and the last good one stays.
+--check-config PATH only validates a configuration: exit 0 when it loads, 2 when not.
+
+Without --addresses, the embedded engine's data file serves, which one process
+may hold at a time; several serve processes share a TigerBeetle cluster. SIGTERM
+or SIGINT stops accepting calls, lets those in flight finish (--shutdown-timeout)
+and closes the cluster client.
+
+Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cmdutil.FromEnv(cmd.Flags(), EnvFlags); err != nil {
+				return err
+			}
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return serveRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Config, "config", "", "the configuration: a YAML file or a directory of them, in envoyproxy/ratelimit's format [env]")
+	fl.StringVar(&opts.CheckConfig, "check-config", "", "validate this configuration and exit: 0 when it loads, 2 when not")
+	fl.StringVar(&opts.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "the gRPC listener's address [env]")
+	fl.StringVar(&opts.HTTPAddr, "http-addr", "127.0.0.1:8080", "the HTTP listener's address (\"\": none) [env]")
+	fl.StringVar(&opts.Unavailable, "unavailable", "closed", "when the cluster does not answer: closed (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides) or open (OK) [env]")
+	fl.BoolVar(&opts.ResponseHeaders, "response-headers", false, "add the RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10) to every response [env]")
+	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
+	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
+	fl.StringVar(&opts.TLSClientCA, "tls-client-ca", "", "mutual TLS: require client certificates signed by this CA (PEM) [env]")
+	fl.IntVar(&opts.MaxWaiting, "max-waiting", 4096, "the most calls deciding at once; more fail at once with RESOURCE_EXHAUSTED [env]")
+	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long calls in flight may take to finish [env]")
+	fl.DurationVar(&opts.ReloadInterval, "reload-interval", time.Second, "how often the configuration's files are checked for changes")
+	return cmd
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.CheckConfig != "":
+		return nil
+	case o.Config == "":
+		return cmdutil.Usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format")
+	case o.Unavailable != "open" && o.Unavailable != "closed":
+		return cmdutil.Usagef("--unavailable %q: want open or closed", o.Unavailable)
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return cmdutil.Usagef("--tls-cert and --tls-key go together")
+	case o.TLSClientCA != "" && o.TLSCert == "":
+		return cmdutil.Usagef("--tls-client-ca needs --tls-cert and --tls-key")
+	case o.MaxWaiting <= 0:
+		return cmdutil.Usagef("--max-waiting %d: must be positive", o.MaxWaiting)
+	case o.ShutdownTimeout <= 0:
+		return cmdutil.Usagef("--shutdown-timeout %s: must be positive", o.ShutdownTimeout)
+	case o.ReloadInterval <= 0:
+		return cmdutil.Usagef("--reload-interval %s: must be positive", o.ReloadInterval)
+	case o.GRPCAddr == "" && o.HTTPAddr == "":
+		return cmdutil.Usagef("--grpc-addr and --http-addr are both empty: nothing to serve")
+	}
+	return nil
+}
+
+func serveRun(ctx context.Context, opts *options) error {
+	if opts.CheckConfig != "" {
+		return checkConfig(opts)
+	}
+	cfg, err := ratelimit.LoadConfig(opts.Config)
+	if err != nil {
+		return err
+	}
+	var tlsCfg *tls.Config
+	if opts.TLSCert != "" {
+		files := &ratelimit.TLSFiles{Cert: opts.TLSCert, Key: opts.TLSKey, ClientCA: opts.TLSClientCA}
+		if tlsCfg, err = files.Config(); err != nil {
+			return err
+		}
+	}
+	c, done, err := opts.Open()
+	if errors.Is(err, embedded.ErrBusy) {
+		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: run several tblimit serve on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
+	}
+	if err != nil {
+		return err
+	}
+	defer done()
+	// "closed" is ledger.ReturnError, not ledger.FailClosed: the call fails
+	// with UNAVAILABLE, and Envoy's failure_mode_deny closes (or opens);
+	// an OVER_LIMIT answer would look like a limit to Envoy and its metrics.
+	onUnavailable := ledger.ReturnError
+	if opts.Unavailable == "open" {
+		onUnavailable = ledger.FailOpen
+	}
+	sopts := []ratelimit.Option{ratelimit.WithUnavailable(onUnavailable)}
+	if opts.ResponseHeaders {
+		sopts = append(sopts, ratelimit.ResponseHeaders())
+	}
+	svc, err := ratelimit.New(c, append(sopts, ratelimit.MaxWaiting(opts.MaxWaiting))...)
+	if err != nil {
+		return err
+	}
+	if err := svc.Load(ctx, cfg); err != nil {
+		return err
+	}
+	srv, err := ratelimit.NewServer(svc, ratelimit.ServerOptions{TLS: tlsCfg})
+	if err != nil {
+		return err
+	}
+	return serveOn(ctx, opts, svc, srv)
+}
+
+// serveOn listens, serves until ctx ends, and drains.
+func serveOn(ctx context.Context, opts *options, svc *ratelimit.Service, srv *ratelimit.Server) error {
+	log := slog.New(slog.NewTextHandler(opts.ErrOut, nil))
+	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
+	if err != nil {
+		return err
+	}
+	httpLn, err := listen(opts.HTTPAddr, "--http-addr")
+	if err != nil {
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+		return err
+	}
+	reload, stopReload := opts.Reload()
+	defer stopReload()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go ratelimit.Watch(watchCtx, svc, opts.Config, opts.ReloadInterval, reload, func(err error) {
+		if err != nil {
+			log.Error("configuration refused; the last good one stays in force", "err", err)
+			return
+		}
+		log.Info("configuration reloaded", "config", opts.Config)
+	})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(grpcLn, httpLn) }()
+	ga, ha := addr(grpcLn), addr(httpLn)
+	log.Info("serving", "grpc", ga, "http", ha, "rules", len(mustConfig(svc).Rules()))
+	if opts.Ready != nil {
+		opts.Ready(ga, ha)
+	}
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining calls in flight", "timeout", opts.ShutdownTimeout)
+	// The process's context is done: the drain gets a deadline of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("calls still in flight at the deadline were cut off", "err", err)
+	}
+	<-served
+	return nil
+}
+
+func mustConfig(svc *ratelimit.Service) *ratelimit.Config {
+	cfg, _ := svc.Config()
+	return cfg
+}
+
+// listen listens on addr, or returns nil for "".
+func listen(addr, flag string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	return ln, nil
+}
+
+func addr(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// sighup delivers SIGHUP until stopped.
+func sighup() (<-chan struct{}, func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	out := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return out, func() { signal.Stop(sig); close(stop) }
+}
+
+// checkConfig validates opts.CheckConfig: its rules on stdout and exit 0,
+// or the problem and exit 2.
+func checkConfig(opts *options) error {
+	cfg, err := ratelimit.LoadConfig(opts.CheckConfig)
+	if err != nil {
+		return cmdutil.AsUsage(err)
+	}
+	for _, r := range cfg.Rules() {
+		limit := "unlimited"
+		if !r.Unlimited {
+			limit = fmt.Sprintf("%d per %s", r.RequestsPerUnit, r.Unit)
+		}
+		flags := ""
+		if r.ShadowMode {
+			flags = " (shadow_mode)"
+		}
+		where := "-"
+		if res, ok := r.Resource(); ok {
+			where = fmt.Sprintf("%s (ledger %d)", res.Name, res.Ledger)
+		}
+		fmt.Fprintf(opts.Out, "%s\t%s%s\t%s\t%s:%d\n", r.Key, limit, flags, where, r.File, r.Line)
+	}
+	fmt.Fprintf(opts.Out, "ok: %d domain(s), %d rule(s) in %d file(s)\n", len(cfg.Domains()), len(cfg.Rules()), len(cfg.Files()))
+	return nil
+}
