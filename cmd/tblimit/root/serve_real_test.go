@@ -59,8 +59,22 @@ func serveProcess(t *testing.T, config string, addresses []string) (string, *exe
 // no window of any user holds more than the limit, counting every hold
 // recorded (those of calls whose answer was lost too).
 func TestServeKilledUnderLoad(t *testing.T) {
+	const users = 20
+	serveKilledUnderLoad(t, func(rng *rand.Rand, _, _ int) string { return fmt.Sprint("u", rng.IntN(users)) })
+}
+
+// The same, with keys as a gateway sends them: each key new, decided
+// twice by one caller, so that serve is killed while it provisions keys.
+func TestServeKilledDuringFirstSights(t *testing.T) {
+	serveKilledUnderLoad(t, func(_ *rand.Rand, caller, n int) string { return fmt.Sprintf("f%d-%d", caller, n/2) })
+}
+
+// serveKilledUnderLoad runs serve on a real server under 64 callers, each
+// deciding keyOf(its random numbers, its index, its call's number), kills
+// it, starts it again and audits the cluster's record.
+func serveKilledUnderLoad(t *testing.T, keyOf func(rng *rand.Rand, caller, n int) string) {
 	srv := testenv.Start(t) // skips without a tigerbeetle binary
-	const limit, users, callers = 20, 20, 64
+	const limit, callers = 20, 64
 	domain := fmt.Sprintf("kill-%08x", rand.Uint32())
 	config := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, config, fmt.Sprintf("domain: %s\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: %d}\n", domain, limit))
@@ -77,20 +91,23 @@ func TestServeKilledUnderLoad(t *testing.T) {
 	dial(addr)
 	start := time.Now()
 	var mu sync.Mutex
-	acked := map[string]int{}
+	acked, asked := map[string]int{}, map[string]bool{}
 	var errs atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
-			for {
+			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				user := fmt.Sprint("u", rng.IntN(users))
+				user := keyOf(rng, i, n)
+				mu.Lock()
+				asked[user] = true
+				mu.Unlock()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				r, err := current.Load().Limiter(domain, "user").Allow(ctx, user)
 				cancel()
@@ -138,8 +155,7 @@ func TestServeKilledUnderLoad(t *testing.T) {
 	}
 	res, _ := svc.Resource(cfg.Rules()[0])
 	total := 0
-	for u := range users {
-		key := fmt.Sprint("u", u)
+	for key := range asked {
 		a, err := c.Audit(ctx, res, ratelimit.UserKey([]string{key}), start.Add(-time.Second), end.Add(time.Second))
 		if err != nil {
 			t.Fatalf("Audit(%s) = %v", key, err)
@@ -150,7 +166,7 @@ func TestServeKilledUnderLoad(t *testing.T) {
 				key, a.Units, a.MostInWindow, acked[key], limit)
 		}
 	}
-	t.Logf("%d admissions acknowledged, %d calls failed while serve was down", total, errs.Load())
+	t.Logf("%d admissions of %d keys acknowledged, %d calls failed while serve was down", total, len(acked), errs.Load())
 	if total == 0 {
 		t.Fatal("no admission acknowledged: the load did not run")
 	}
