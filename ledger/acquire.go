@@ -234,11 +234,6 @@ type Part struct {
 	Request  Request
 }
 
-// Hold is the name Part had.
-//
-// Deprecated: use Part; a hold is the pending transfer a Part becomes.
-type Hold = Part
-
 // AcquireAll takes every part or none: one linked chain of pending
 // transfers (holds), across ledgers, that TigerBeetle applies
 // all-or-nothing. Use it to apply several windows to one request (10 per

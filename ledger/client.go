@@ -69,12 +69,6 @@ type Client struct {
 // recipes.Policy.
 type OnUnavailable uint8
 
-// Policy is the name OnUnavailable had.
-//
-// Deprecated: use OnUnavailable, whose name does not clash with
-// recipes.Policy.
-type Policy = OnUnavailable
-
 const (
 	// ReturnError returns the error (wrapping ErrUnavailable) and a
 	// Decision that does not allow. It is the default.
@@ -137,12 +131,6 @@ func WithMaxWaiting(n int) Option {
 // time.Now). Tests on a manual clock give it that clock's Now:
 // WithNow(clock.Now), beside embedded.WithClock(clock).
 func WithNow(now func() time.Time) Option { return func(c *Client) { c.now = now } }
-
-// WithClock is the name WithNow had.
-//
-// Deprecated: use WithNow. WithClock is the embedded engine's option,
-// which takes an embedded.Clock.
-func WithClock(now func() time.Time) Option { return WithNow(now) }
 
 // WithExactDecisions makes every decision read its users' accounts after
 // its create, in the same batch (one more request per batch and one more

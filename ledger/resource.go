@@ -28,16 +28,6 @@ const (
 	KindMoney Kind = 3
 )
 
-// The names the kinds had.
-const (
-	// Deprecated: use KindRequests.
-	Requests = KindRequests
-	// Deprecated: use KindBytes.
-	Bytes = KindBytes
-	// Deprecated: use KindMoney.
-	Money = KindMoney
-)
-
 // String returns "requests", "bytes" or "money".
 func (k Kind) String() string {
 	switch k {

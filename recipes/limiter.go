@@ -60,14 +60,6 @@ func WithUnavailable(p ledger.OnUnavailable) Option {
 	}
 }
 
-// FailOpen is WithUnavailable(ledger.FailOpen): it admits requests while
-// the cluster is unavailable (Result.Reason is then Unavailable and the
-// error nil), whatever the ledger.Client's own OnUnavailable.
-//
-// Deprecated: use WithUnavailable(ledger.FailOpen), which names the
-// behaviour as ledger.WithUnavailable does.
-func FailOpen() Option { return WithUnavailable(ledger.FailOpen) }
-
 // WithObserver has o told of every decision of the Limiter or Stack.
 func WithObserver(o Observer) Option { return func(opts *options) { opts.observer = o } }
 

@@ -88,13 +88,6 @@ func WithUnavailable(p ledger.OnUnavailable) Option {
 	return func(o *options) { o.onUnavailable = &p }
 }
 
-// FailOpen is WithUnavailable(ledger.FailOpen): it answers OK while the
-// cluster does not answer.
-//
-// Deprecated: use WithUnavailable(ledger.FailOpen), which names the
-// behaviour as ledger.WithUnavailable does.
-func FailOpen() Option { return WithUnavailable(ledger.FailOpen) }
-
 // ResponseHeaders adds the RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-10) of every limited descriptor
 // to each response's response_headers_to_add.

@@ -250,9 +250,6 @@ func TestStateOutlivesCommands(t *testing.T) {
 	if got := u.Flights[0].ReturnsInSeconds; got < 29.9 || got > 30.1 {
 		t.Errorf("the first flight returns in %vs, want 30s", got)
 	}
-	if !slices.Equal(u.Reservations, u.Flights) {
-		t.Errorf("usage: reservations %+v, want the flights %+v (the field's old name)", u.Reservations, u.Flights)
-	}
 	var show users.UserJSON
 	e.json(cmdutil.ExitOK, &show, "users", "show", "upload", "bob")
 	if show.NextReleaseUnits != 6_000_000 || show.NextReleaseSeconds < 29.9 || show.NextReleaseSeconds > 30.1 {
@@ -533,7 +530,7 @@ func TestJSONFields(t *testing.T) {
 		{cmdutil.ExitOK, []string{"fund", "usd", "alice", "1000"}, []string{"resource", "currency_ledger", "user", "amount", "funds", "id"}},
 		{cmdutil.ExitOK, []string{"pay", "usd", "alice", "shop", "10"}, append(decision, "from", "to", "funds")},
 		{cmdutil.ExitDenied, []string{"pay", "usd", "alice", "shop", "100"}, append(decision, "from", "to", "funds")},
-		{cmdutil.ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "flights", "reservations"}},
+		{cmdutil.ExitOK, []string{"usage", "api", "alice"}, []string{"resource", "user", "limit", "in_flight", "available", "flights"}},
 		{cmdutil.ExitOK, []string{"history", "api", "alice"}, []string{"resource", "user", "since", "until", "admissions", "more"}},
 		{cmdutil.ExitOK, []string{"audit", "api"}, []string{"resource", "since", "until", "ok", "users", "unaudited"}},
 	} {

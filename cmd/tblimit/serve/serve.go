@@ -98,7 +98,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.CheckConfig, "check-config", "", "validate this configuration and exit: 0 when it loads, 2 when not")
 	fl.StringVar(&opts.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "the gRPC listener's address [env]")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "127.0.0.1:8080", "the HTTP listener's address (\"\": none) [env]")
-	fl.StringVar(&opts.Unavailable, "unavailable", "closed", "when the cluster does not answer: closed (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides) or open (OK) [env]")
+	fl.StringVar(&opts.Unavailable, "unavailable", "error", "when the cluster does not answer: error (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides), open (OK) or closed (OVER_LIMIT) [env]")
 	fl.BoolVar(&opts.ResponseHeaders, "response-headers", false, "add the RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10) to every response [env]")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
@@ -115,8 +115,8 @@ func (o *options) validate() error {
 		return nil
 	case o.Config == "":
 		return cmdutil.Usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format")
-	case o.Unavailable != "open" && o.Unavailable != "closed":
-		return cmdutil.Usagef("--unavailable %q: want open or closed", o.Unavailable)
+	case o.Unavailable != ledger.ReturnError.String() && o.Unavailable != ledger.FailOpen.String() && o.Unavailable != ledger.FailClosed.String():
+		return cmdutil.Usagef("--unavailable %q: want error, open or closed", o.Unavailable)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return cmdutil.Usagef("--tls-cert and --tls-key go together")
 	case o.TLSClientCA != "" && o.TLSCert == "":
@@ -156,12 +156,14 @@ func serveRun(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer done()
-	// "closed" is ledger.ReturnError, not ledger.FailClosed: the call fails
-	// with UNAVAILABLE, and Envoy's failure_mode_deny closes (or opens);
-	// an OVER_LIMIT answer would look like a limit to Envoy and its metrics.
+	// The default, error, fails the call with UNAVAILABLE, and Envoy's
+	// failure_mode_deny closes (or opens); closed answers OVER_LIMIT,
+	// which Envoy and its metrics take for a limit.
 	onUnavailable := ledger.ReturnError
-	if opts.Unavailable == "open" {
-		onUnavailable = ledger.FailOpen
+	for _, p := range []ledger.OnUnavailable{ledger.FailOpen, ledger.FailClosed} {
+		if opts.Unavailable == p.String() {
+			onUnavailable = p
+		}
 	}
 	sopts := []ratelimit.Option{ratelimit.WithUnavailable(onUnavailable)}
 	if opts.ResponseHeaders {

@@ -8,7 +8,7 @@ import (
 )
 
 func TestServeFlags(t *testing.T) {
-	def := options{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "closed", MaxWaiting: 4096,
+	def := options{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
 		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second}
 	with := func(f func(*options)) options { o := def; f(&o); return o }
 	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[options]{
@@ -23,7 +23,7 @@ func TestServeFlags(t *testing.T) {
 				o.Config, o.TLSCert, o.TLSKey, o.TLSClientCA = "d", "c.pem", "k.pem", "ca.pem"
 			})},
 		{Args: []string{}, Err: "--config is required"},
-		{Args: []string{"--config", "d", "--unavailable", "maybe"}, Err: `--unavailable "maybe": want open or closed`},
+		{Args: []string{"--config", "d", "--unavailable", "maybe"}, Err: `--unavailable "maybe": want error, open or closed`},
 		{Args: []string{"--config", "d", "--tls-cert", "c.pem"}, Err: "--tls-cert and --tls-key go together"},
 		{Args: []string{"--config", "d", "--tls-client-ca", "ca.pem"}, Err: "--tls-client-ca needs --tls-cert"},
 		{Args: []string{"--config", "d", "--max-waiting", "0"}, Err: "--max-waiting 0: must be positive"},

@@ -77,7 +77,6 @@ func usageRun(ctx context.Context, opts *usageOptions) error {
 	if err != nil {
 		return err
 	}
-	out.Reservations = out.Flights
 	p := opts.Printer()
 	return p.Emit(out, func() {
 		if p.TTY || len(out.Flights) == 0 {
@@ -101,9 +100,6 @@ type JSON struct {
 	InFlight  uint64       `json:"in_flight"`
 	Available uint64       `json:"available"`
 	Flights   []flightJSON `json:"flights"` // the ones that return first first
-	// Reservations is the name Flights had, emitted as well for a release
-	// (the JSON's fields are never renamed at once): the same list.
-	Reservations []flightJSON `json:"reservations"`
 }
 
 // flightJSON is one hold in flight (ledger.Flight).
