@@ -96,7 +96,8 @@ type result struct {
 }
 
 // cost is the TigerBeetle events a cell's decisions sent (or an engine
-// received), per admitted decision.
+// received), per admitted decision, and the requests and events per
+// decision.
 type cost struct {
 	Source string `json:"source"`
 	// Transfers is the create_transfers events; Events, the events of
@@ -105,6 +106,15 @@ type cost struct {
 	Events               uint64  `json:"events"`
 	TransfersPerAdmitted float64 `json:"transfers_per_admitted"`
 	EventsPerAdmitted    float64 `json:"events_per_admitted"`
+	// Requests is the requests (or calls) of every operation: creates,
+	// lookups and queries; Accounts, the create_accounts events (accounts
+	// created, users provisioned lazily on the arrivals). Per decision,
+	// admitted or denied.
+	Requests            uint64  `json:"requests"`
+	Accounts            uint64  `json:"accounts"`
+	RequestsPerDecision float64 `json:"requests_per_decision"`
+	EventsPerDecision   float64 `json:"events_per_decision"`
+	AccountsPerDecision float64 `json:"accounts_per_decision"`
 }
 
 type latency struct {
@@ -206,12 +216,17 @@ func (r *result) setCost() {
 		if ops == nil || r.Admitted == 0 {
 			return
 		}
-		c := cost{Source: source, Transfers: ops["create_transfers"].Events}
+		c := cost{Source: source, Transfers: ops["create_transfers"].Events, Accounts: ops["create_accounts"].Events}
 		for _, o := range ops {
 			c.Events += o.Events
+			c.Requests += o.Requests
 		}
 		c.TransfersPerAdmitted = float64(c.Transfers) / float64(r.Admitted)
 		c.EventsPerAdmitted = float64(c.Events) / float64(r.Admitted)
+		if r.Decisions > 0 {
+			d := float64(r.Decisions)
+			c.RequestsPerDecision, c.EventsPerDecision, c.AccountsPerDecision = float64(c.Requests)/d, float64(c.Events)/d, float64(c.Accounts)/d
+		}
 		r.Cost = append(r.Cost, c)
 	}
 	add(r.OpsSource, r.Ops)
@@ -654,7 +669,7 @@ func (rep *report) text(w io.Writer) {
 	if windows {
 		cols = append(cols, "max/win")
 	}
-	cols = append(cols, "ev/req", "tr/adm", "ev/adm", "tblimit÷")
+	cols = append(cols, "ev/req", "tr/adm", "ev/adm", "req/dec", "acc/dec", "tblimit÷")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	last := ""
@@ -692,16 +707,20 @@ func (rep *report) text(w io.Writer) {
 		if r.Decisions > 0 {
 			denied = fmt.Sprintf("%.0f%%", 100*float64(r.Denied)/float64(r.Decisions))
 		}
-		trAdm, evAdm := "—", "—"
+		trAdm, evAdm, reqDec, accDec := "—", "—", "—", "—"
 		if c := r.cost(); c != nil {
 			trAdm, evAdm = perAdmitted(c.TransfersPerAdmitted), perAdmitted(c.EventsPerAdmitted)
+			reqDec, accDec = perAdmitted(c.RequestsPerDecision), perAdmitted(c.AccountsPerDecision)
+			if c.Accounts == 0 {
+				accDec = "0"
+			}
 		}
 		row := []string{r.Workload, fmt.Sprint(r.Callers), r.Contender, dps, dur(r.Latency.P50), dur(r.Latency.P99), allocs, denied,
 			thousands(float64(r.Admitted)), exp, r.Check}
 		if windows {
 			row = append(row, windowText(r.Windows))
 		}
-		row = append(row, evreq, trAdm, evAdm, rep.ratioText(r))
+		row = append(row, evreq, trAdm, evAdm, reqDec, accDec, rep.ratioText(r))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
@@ -737,6 +756,10 @@ denied: share of the decisions that were denials (tblimit's denials cost more th
 tr/adm, ev/adm: TigerBeetle transfers (create_transfers events), and events of every operation,
   per admitted decision: what the row's ledger.Client sent (its Stats) for tblimit, what the
   engine received for the raw engine, what the raw client sent on a real server or the model.
+req/dec, acc/dec: requests (calls of a ledger.Client or of the raw client on a real server;
+  requests the engine or the model received for the raw rows) of every operation (creates,
+  lookups, queries), and accounts created (create_accounts events), per decision, from the
+  same source as tr/adm.
 tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
