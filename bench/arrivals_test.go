@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,4 +143,80 @@ func TestArrivalsProvisionNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestArrivalRatios(t *testing.T) {
+	row := func(wl string, name string, dps float64, decisions int64, newKeys, requests uint64) *result {
+		r := &result{Workload: wl, Callers: 16, Contender: name, DecisionsPerSec: dps, Decisions: decisions, Admitted: uint64(decisions),
+			NewKeys: newKeys, Check: "exact", ClientOps: map[string]opCount{"create_transfers": {Requests: requests, Events: uint64(decisions)}}}
+		r.setCost()
+		return r
+	}
+	rep := &report{Meta: meta{Config: &config{Workloads: []string{"zipf", "churn", "fresh"}}}, Results: []*result{
+		row("zipf", "tblimit/embedded", 1000, 1000, 0, 500),
+		row("churn", "tblimit/embedded", 500, 1000, 200, 700),
+		row("fresh", "tblimit/embedded", 250, 1000, 1000, 1000),
+		row("churn", "redis_rate", 100, 1000, 200, 0),
+		row("fresh", "raw engine", 100, 1000, 1000, 2000), // no zipf cell: no ratio
+	}}
+	rep.finish()
+	if len(rep.Arrivals) != 2 {
+		t.Fatalf("arrivals = %+v, want 2", rep.Arrivals)
+	}
+	c, f := rep.Arrivals[0], rep.Arrivals[1]
+	if c.Workload != "churn" || c.Ratio != 0.5 || c.NewKeysPerDecision != 0.2 || c.RequestsPerDecision != 0.7 || c.BaselineRequestsPerDecision != 0.5 {
+		t.Errorf("churn: %+v", c)
+	}
+	if f.Workload != "fresh" || f.Ratio != 0.25 || f.NewKeysPerDecision != 1 {
+		t.Errorf("fresh: %+v", f)
+	}
+	var out bytes.Buffer
+	rep.arrivalsText(&out)
+	if !strings.Contains(out.String(), "churn÷zipf") || !strings.Contains(out.String(), "0.50") || !strings.Contains(out.String(), "0.25") {
+		t.Errorf("text:\n%s", out.String())
+	}
+	// The targets are judged on the warm cells: tblimit/embedded's 250/s on
+	// fresh does not count against its 1,000,000/s.
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Target, "tblimit/embedded: at least") && strings.Contains(tg.Result, "fresh") {
+			t.Errorf("target %+v judged on an arrivals cell", tg)
+		}
+	}
+}
+
+// TestRunArrivals runs the arrivals end to end on the in-process rows with
+// tiny cells: every sliding window row exact, req/dec and the ratios shown.
+func TestRunArrivals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	t.Setenv("TIGERBEETLE_BIN", "")
+	t.Setenv("PATH", "")
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	code := run([]string{"-quick", "-decisions", "3000", "-users", "500", "-churn-keys", "100000", "-callers", "1,4",
+		"-zipf-limit", "20", "-out", dir, "-name", "arrivals", "-workloads", "zipf,churn,fresh", "-memory=false",
+		"-contenders", "tblimit/embedded,raw engine,x/time/rate,tblimit serve/embedded,gubernator"}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("run = %d; stderr:\n%s", code, errs.String())
+	}
+	table := out.String()
+	for _, want := range []string{"req/dec", "acc/dec", "churn÷zipf", "arrivals, nothing provisioned"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	rep := readReport(t, filepath.Join(dir, "arrivals.json"))
+	for _, r := range rep.Results {
+		if r.Check != "exact" && r.Check != "ok" {
+			t.Errorf("%s/%d/%s: check %s", r.Workload, r.Callers, r.Contender, r.Check)
+		}
+		if arrivalWorkload(r.Workload) && r.NewKeys == 0 {
+			t.Errorf("%s/%d/%s: no new keys counted", r.Workload, r.Callers, r.Contender)
+		}
+	}
+	if len(rep.Arrivals) != 2*2*3 { // tblimit/embedded, raw engine, serve; churn and fresh; 2 callers
+		t.Errorf("%d arrival ratios, want 12: %+v", len(rep.Arrivals), rep.Arrivals)
+	}
+	checkCosts(t, rep)
 }

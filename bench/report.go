@@ -355,6 +355,9 @@ type report struct {
 	Targets []target  `json:"targets"`
 	// Transfers compares tblimit's modes by transfers per admitted decision.
 	Transfers []costRatio `json:"transfers_per_admitted"`
+	// Arrivals are the decisions/s of tblimit's rows and the raw rows on
+	// churn and fresh over the same row's warm zipf cell of this run.
+	Arrivals []arrivalRatio `json:"arrivals,omitempty"`
 
 	order []string // contender names in run order
 }
@@ -464,6 +467,7 @@ func (rep *report) finish() {
 
 	rep.transfers()
 	rep.realServerTargets()
+	rep.arrivals()
 }
 
 // transfers compares the transfers per admitted decision of exact coalescing
@@ -764,6 +768,7 @@ tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ra
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
 	rep.transfersText(w)
+	rep.arrivalsText(w)
 	rep.twoLimitsText(w)
 	rep.serveText(w)
 	rep.memoryText(w)
