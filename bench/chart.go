@@ -95,8 +95,10 @@ func (rep *report) lineChart(path, ylabel string, names []string, value func(*re
 	for _, wl := range cfg.Workloads {
 		p := plot.New()
 		p.Title.Text = map[string]string{
-			"hot":  fmt.Sprintf("one hot user (limit %s per %v)", thousands(float64(cfg.HotLimit)), cfg.Window),
-			"zipf": fmt.Sprintf("%s users, Zipf s=%.2g (limit %s per %v each)", thousands(float64(cfg.Users)), cfg.ZipfS, thousands(float64(cfg.ZipfLimit)), cfg.Window),
+			"hot":   fmt.Sprintf("one hot user (limit %s per %v)", thousands(float64(cfg.HotLimit)), cfg.Window),
+			"zipf":  fmt.Sprintf("%s users, Zipf s=%.2g (limit %s per %v each)", thousands(float64(cfg.Users)), cfg.ZipfS, thousands(float64(cfg.ZipfLimit)), cfg.Window),
+			"churn": fmt.Sprintf("churn: Zipf s=%.2g over %s keys, none provisioned (limit %s per %v)", cfg.ZipfS, thousands(float64(cfg.ChurnKeys)), thousands(float64(cfg.ZipfLimit)), cfg.Window),
+			"fresh": fmt.Sprintf("fresh: a new key per decision, none provisioned (limit %s per %v)", thousands(float64(cfg.ZipfLimit)), cfg.Window),
 		}[wl]
 		p.Title.TextStyle.Font.Size = vg.Points(13)
 		p.X.Label.Text = "concurrent callers"

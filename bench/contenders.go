@@ -29,7 +29,9 @@ type contender struct {
 	// only).
 	limits []limitSpec
 	// setup builds a fresh limiter for one cell, with every key known
-	// (provisioned, created) before the clock starts.
+	// (provisioned, created) before the clock starts on the warm workloads
+	// (hot, zipf), and nothing at all for any key on the arrivals (churn,
+	// fresh), whose keys are first seen in the cell.
 	setup func(ctx context.Context, c cell) (*instance, error)
 }
 
@@ -113,8 +115,10 @@ func tblimitEmbedded(name string, sem semantics, opts ...ledger.Option) *contend
 	}
 }
 
-// tblimitSetup creates a request-rate limit on ledger l of c with every key
-// of the cell provisioned, and returns its Allow.
+// tblimitSetup creates a request-rate limit on ledger l of c, a Lazy
+// resource, with every key of the cell provisioned on a warm workload and
+// none on the arrivals (each key is provisioned by its first decision), and
+// returns its Allow.
 func tblimitSetup(ctx context.Context, cl *ledger.Client, l uint32, c cell) (*instance, error) {
 	rl, err := recipes.NewRequestRate(cl, recipes.Config{Name: "bench", Ledger: l, Lazy: true}, recipes.Per(c.w.limit, c.window))
 	if err != nil {
@@ -123,12 +127,14 @@ func tblimitSetup(ctx context.Context, cl *ledger.Client, l uint32, c cell) (*in
 	if err := rl.Create(ctx); err != nil {
 		return nil, err
 	}
-	users := make([]ledger.UserLimit, c.w.users)
-	for i := range users {
-		users[i] = ledger.UserLimit{Key: c.keys[i], Limit: c.w.limit}
-	}
-	if err := cl.Provision(ctx, rl.Resource(), users...); err != nil {
-		return nil, fmt.Errorf("provision %d users: %w", len(users), err)
+	if !c.w.arrivals() {
+		users := make([]ledger.UserLimit, c.w.users)
+		for i := range users {
+			users[i] = ledger.UserLimit{Key: c.keys[i], Limit: c.w.limit}
+		}
+		if err := cl.Provision(ctx, rl.Resource(), users...); err != nil {
+			return nil, fmt.Errorf("provision %d users: %w", len(users), err)
+		}
 	}
 	keys := c.keys
 	return &instance{
@@ -187,7 +193,8 @@ func rawEngine() *contender {
 
 // xRate is golang.org/x/time/rate, one token bucket per key (burst = limit,
 // refilled at limit per window), found by key in a sync.Map: the in-memory
-// reference.
+// reference. On the arrivals, each key's bucket is made by its first
+// decision.
 func xRate() *contender {
 	return &contender{
 		name: "x/time/rate", semantics: bucket, inProcess: true,
@@ -195,8 +202,10 @@ func xRate() *contender {
 			every := rate.Limit(float64(c.w.limit) / c.window.Seconds())
 			burst := int(c.w.limit)
 			var m sync.Map
-			for _, k := range c.keys[:c.w.users] {
-				m.Store(k, rate.NewLimiter(every, burst))
+			if !c.w.arrivals() {
+				for _, k := range c.keys[:c.w.users] {
+					m.Store(k, rate.NewLimiter(every, burst))
+				}
 			}
 			keys := c.keys
 			return &instance{allow: func(ctx context.Context, k int) (bool, error) {
@@ -212,7 +221,9 @@ func xRate() *contender {
 
 // redisRate is go-redis/redis_rate (GCRA in a Lua script) on a local Redis,
 // with burst = limit and rate = limit per window. Each cell has its own key
-// prefix on a flushed database.
+// prefix on a flushed database. Keys need nothing before their first call;
+// on the arrivals, a key's prefixed name is made by each call, not all
+// before the clock starts.
 func redisRate(addr, notRun string, poolSize int) *contender {
 	c := &contender{name: "redis_rate", semantics: bucket, notRun: notRun}
 	if notRun != "" {
@@ -245,13 +256,18 @@ func redisRate(addr, notRun string, poolSize int) *contender {
 		}
 		lim := redis_rate.NewLimiter(rdb)
 		limit := redis_rate.Limit{Rate: int(cl.w.limit), Burst: int(cl.w.limit), Period: cl.window}
-		keys := make([]string, cl.w.users)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("c%d:%s", cl.id, cl.keys[i])
+		prefix := fmt.Sprintf("c%d:", cl.id)
+		name := func(k int) string { return prefix + cl.keys[k] }
+		if !cl.w.arrivals() {
+			keys := make([]string, cl.w.users)
+			for i := range keys {
+				keys[i] = prefix + cl.keys[i]
+			}
+			name = func(k int) string { return keys[k] }
 		}
 		return &instance{
 			allow: func(ctx context.Context, k int) (bool, error) {
-				res, err := lim.Allow(ctx, keys[k], limit)
+				res, err := lim.Allow(ctx, name(k), limit)
 				if err != nil {
 					return false, err
 				}

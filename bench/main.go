@@ -40,6 +40,7 @@ type config struct {
 	Callers     []int         `json:"callers"`
 	Workloads   []string      `json:"workloads"`
 	Users       int           `json:"zipf_users"`
+	ChurnKeys   int           `json:"churn_keys,omitempty"`
 	ZipfS       float64       `json:"zipf_s"`
 	HotLimit    uint64        `json:"hot_limit"`
 	ZipfLimit   uint64        `json:"zipf_limit"`
@@ -53,10 +54,15 @@ type config struct {
 	RedisNotRun string        `json:"-"`
 	RedisPool   int           `json:"redis_pool_size"`
 	Only        []string      `json:"contenders,omitempty"`
-	Out         string        `json:"-"`
-	TBDir       string        `json:"-"`
-	CPUProfile  string        `json:"-"`
-	Render      string        `json:"-"`
+	// Name is the base name of the output files: "bench", "sustained"
+	// with Sustained, or what -name says (scripts/bench.sh: "arrivals").
+	Name string `json:"name,omitempty"`
+	// NoMemory skips the probes of memory per active key.
+	NoMemory   bool   `json:"no_memory_probe,omitempty"`
+	Out        string `json:"-"`
+	TBDir      string `json:"-"`
+	CPUProfile string `json:"-"`
+	Render     string `json:"-"`
 }
 
 func main() {
@@ -108,8 +114,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	maxTime := fs.Duration("max-time", 0, "time cap per cell for slow contenders (default 5s; 2s with -quick)")
 	rounds := fs.Int("rounds", 0, "rounds: each cell runs this many times, contenders interleaved, and the median is kept (default 3; 1 with -quick)")
 	callers := fs.String("callers", "1,16,256", "numbers of calling goroutines, comma-separated")
-	workloads := fs.String("workloads", "hot,zipf", "workloads: hot (one user), zipf (many users)")
+	workloads := fs.String("workloads", "hot,zipf", "workloads: hot (one user), zipf (many users), both provisioned before the clock starts;\n"+
+		"churn (Zipf over -churn-keys keys) and fresh (a new key per decision), nothing provisioned: keys first seen in the cell")
 	fs.IntVar(&cfg.Users, "users", 100_000, "users of the zipf workload")
+	fs.IntVar(&cfg.ChurnKeys, "churn-keys", 10_000_000, "keys the churn workload draws from (Zipf, -zipf-s)")
 	fs.Float64Var(&cfg.ZipfS, "zipf-s", 1.1, "Zipf exponent (> 1) of the zipf workload")
 	fs.Uint64Var(&cfg.HotLimit, "hot-limit", 10_000, "limit per window of the hot user (1,000 with -sustained)")
 	fs.Uint64Var(&cfg.ZipfLimit, "zipf-limit", 10_000, "limit per window of each zipf user (20 with -sustained)")
@@ -122,6 +130,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.Rev, "rev", "", "the tblimit revision measured, for the report (scripts/bench.sh passes git describe)")
 	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all)")
 	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json, bench.png and bench-transfers.png (sustained.* with -sustained)")
+	fs.StringVar(&cfg.Name, "name", "", "base name of the output files (default bench, or sustained with -sustained)")
+	memory := fs.Bool("memory", true, "probe the memory per active key of some rows after their first zipf cell")
 	fs.StringVar(&cfg.TBDir, "tb-dir", os.TempDir(), "directory for the real server's data file (about 1.1 GB; needs Direct I/O)")
 	fs.StringVar(&cfg.Render, "render", "", "measure nothing: render the text, JSON and charts again from this bench.json (or sustained.json)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of each cell's timed part to PREFIX-<workload>-<callers>-<contender>.pprof")
@@ -133,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg.Quick, cfg.Sustained = *quick, *sustained
+	cfg.Quick, cfg.Sustained, cfg.NoMemory = *quick, *sustained, !*memory
 	cfg.Decisions, cfg.MaxTime, cfg.Rounds = 1_000_000, 5*time.Second, 3
 	if cfg.Quick {
 		cfg.Decisions, cfg.MaxTime, cfg.Rounds = 200_000, 2*time.Second, 1
@@ -176,8 +186,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	for f := range strings.SplitSeq(*workloads, ",") {
 		f = strings.TrimSpace(f)
-		if f != "hot" && f != "zipf" {
-			return nil, fmt.Errorf("-workloads: %q is neither hot nor zipf", f)
+		if !slices.Contains(workloadNames, f) {
+			return nil, fmt.Errorf("-workloads: %q is none of %s", f, strings.Join(workloadNames, ", "))
 		}
 		cfg.Workloads = append(cfg.Workloads, f)
 	}
@@ -191,6 +201,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-window %v: want whole seconds", cfg.Window)
 	case cfg.Users < 1 || cfg.Users > 1<<24:
 		return nil, fmt.Errorf("-users %d: want 1 to %d", cfg.Users, 1<<24)
+	case cfg.ChurnKeys < 1 || cfg.ChurnKeys > 1<<30:
+		return nil, fmt.Errorf("-churn-keys %d: want 1 to %d", cfg.ChurnKeys, 1<<30)
 	case cfg.ZipfS <= 1:
 		return nil, fmt.Errorf("-zipf-s %v: want more than 1", cfg.ZipfS)
 	case cfg.HotLimit < 1 || cfg.ZipfLimit < 1 || cfg.HotLimit > 1<<31 || cfg.ZipfLimit > 1<<31:
@@ -202,7 +214,34 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	case cfg.Sustained && cfg.MaxTime <= cfg.Window:
 		return nil, fmt.Errorf("-sustained: cells of %v are not longer than the window %v", cfg.MaxTime, cfg.Window)
 	}
+	if slices.ContainsFunc(cfg.Workloads, arrivalWorkload) {
+		// Their keys are named before the clock starts, one per decision
+		// at most: cells bound by time only would need unbounded names.
+		if cfg.Sustained {
+			return nil, fmt.Errorf("-workloads churn, fresh: not with -sustained (their cells are bound by -decisions, at most %d)", maxArrivalDecisions)
+		}
+		if cfg.Decisions > maxArrivalDecisions {
+			return nil, fmt.Errorf("-workloads churn, fresh: -decisions %d, want at most %d", cfg.Decisions, maxArrivalDecisions)
+		}
+	}
 	return cfg, nil
+}
+
+// maxArrivalDecisions is the most decisions of a cell of churn or fresh:
+// the length of the longest Zipf sequence, and the most keys fresh names.
+const maxArrivalDecisions = 1 << 23
+
+// newWorkload builds the workload named name for cfg.
+func newWorkload(cfg *config, name string) *workload {
+	switch name {
+	case "hot":
+		return hotWorkload(cfg.HotLimit)
+	case "churn":
+		return churnWorkload(cfg.ChurnKeys, cfg.ZipfS, cfg.ZipfLimit, cfg.Decisions, cfg.Seed)
+	case "fresh":
+		return freshWorkload(cfg.ZipfLimit, cfg.Decisions)
+	}
+	return zipfWorkload(cfg.Users, cfg.ZipfS, cfg.ZipfLimit, cfg.Decisions, cfg.Seed)
 }
 
 // bench runs every cell: for each workload and number of callers, every
@@ -267,19 +306,23 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	}
 
 	rep := newReport(cfg, contenders, bin)
-	keys := make([]string, max(cfg.Users, 1))
+	// The key names, made before any cell: every cell of every workload
+	// uses the first w.users of them (each contender keeps its cells
+	// apart: a fresh engine, ledger, domain, daemon or key prefix per cell).
+	workloads := make([]*workload, len(cfg.Workloads))
+	n := 1
+	for i, name := range cfg.Workloads {
+		workloads[i] = newWorkload(cfg, name)
+		n = max(n, workloads[i].users)
+		fmt.Fprintln(log, workloads[i])
+	}
+	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	id := 0
 	var sharedEnd time.Time // when the last cell on the real server ended
-	for _, wname := range cfg.Workloads {
-		var w *workload
-		if wname == "hot" {
-			w = hotWorkload(cfg.HotLimit)
-		} else {
-			w = zipfWorkload(cfg.Users, cfg.ZipfS, cfg.ZipfLimit, cfg.Decisions, cfg.Seed)
-		}
+	for _, w := range workloads {
 		for _, callers := range cfg.Callers {
 			runs := make([][]*result, len(contenders))
 			for round := range cfg.Rounds {
@@ -318,7 +361,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 					continue
 				}
 				m := median(rs)
-				if w.name == "zipf" && callers == cfg.Callers[0] { // once per row and run
+				if w.name == "zipf" && callers == cfg.Callers[0] && !cfg.NoMemory { // once per row and run
 					addMemory(ctx, contenders[k], m, cell{w: w, window: cfg.Window, keys: keys}, func() int { id++; return id }, log)
 				}
 				rep.add(m)

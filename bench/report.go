@@ -51,6 +51,9 @@ type result struct {
 	FirstError string      `json:"first_error,omitempty"`
 	Expected   expectation `json:"expected"`
 	Check      string      `json:"check"`
+	// NewKeys is, on the arrivals (churn, fresh), the keys the cell
+	// decided: each was first seen in it.
+	NewKeys uint64 `json:"new_keys,omitempty"`
 
 	// Ops are the requests and events per operation during the timed part:
 	// as the engine counted them (embedded), the client calls made by this
@@ -93,7 +96,8 @@ type result struct {
 }
 
 // cost is the TigerBeetle events a cell's decisions sent (or an engine
-// received), per admitted decision.
+// received), per admitted decision, and the requests and events per
+// decision.
 type cost struct {
 	Source string `json:"source"`
 	// Transfers is the create_transfers events; Events, the events of
@@ -102,6 +106,15 @@ type cost struct {
 	Events               uint64  `json:"events"`
 	TransfersPerAdmitted float64 `json:"transfers_per_admitted"`
 	EventsPerAdmitted    float64 `json:"events_per_admitted"`
+	// Requests is the requests (or calls) of every operation: creates,
+	// lookups and queries; Accounts, the create_accounts events (accounts
+	// created, users provisioned lazily on the arrivals). Per decision,
+	// admitted or denied.
+	Requests            uint64  `json:"requests"`
+	Accounts            uint64  `json:"accounts"`
+	RequestsPerDecision float64 `json:"requests_per_decision"`
+	EventsPerDecision   float64 `json:"events_per_decision"`
+	AccountsPerDecision float64 `json:"accounts_per_decision"`
 }
 
 type latency struct {
@@ -143,14 +156,24 @@ func (r *result) fill(c *contender, cl cell, ws []*worker, elapsed time.Duration
 	if !c.inProcess {
 		r.AllocsScope = "client side"
 	}
+	attempts := cl.w.attempts(ws)
 	switch {
 	case c.limits != nil: // the floors model one limit per key
-		r.Expected = expectLimits(c.semantics, cl.w.attempts(ws), c.limits, elapsed)
-	case c.semantics != bucket:
+		r.Expected = expectLimits(c.semantics, attempts, c.limits, elapsed)
+	case c.semantics != bucket && !cl.w.arrivals():
+		// Not on the arrivals: their keys are mostly decided once, and
+		// the floors of merging and leasing say nothing there.
 		r.Floor = floors(cl.w, r.Decisions, cl.callers, elapsed, cl.window, leaseLifetime, leaseUnits(cl.w.limit))
 		fallthrough
 	default:
-		r.Expected = expect(c.semantics, cl.w.attempts(ws), cl.w.limit, elapsed, cl.window)
+		r.Expected = expect(c.semantics, attempts, cl.w.limit, elapsed, cl.window)
+	}
+	if cl.w.arrivals() {
+		for _, a := range attempts {
+			if a > 0 {
+				r.NewKeys++
+			}
+		}
 	}
 	r.Check = r.Expected.check(r.Admitted)
 	if r.Errors > 0 && r.FirstError != "" && r.Check == "exact" {
@@ -193,12 +216,17 @@ func (r *result) setCost() {
 		if ops == nil || r.Admitted == 0 {
 			return
 		}
-		c := cost{Source: source, Transfers: ops["create_transfers"].Events}
+		c := cost{Source: source, Transfers: ops["create_transfers"].Events, Accounts: ops["create_accounts"].Events}
 		for _, o := range ops {
 			c.Events += o.Events
+			c.Requests += o.Requests
 		}
 		c.TransfersPerAdmitted = float64(c.Transfers) / float64(r.Admitted)
 		c.EventsPerAdmitted = float64(c.Events) / float64(r.Admitted)
+		if r.Decisions > 0 {
+			d := float64(r.Decisions)
+			c.RequestsPerDecision, c.EventsPerDecision, c.AccountsPerDecision = float64(c.Requests)/d, float64(c.Events)/d, float64(c.Accounts)/d
+		}
 		r.Cost = append(r.Cost, c)
 	}
 	add(r.OpsSource, r.Ops)
@@ -327,6 +355,9 @@ type report struct {
 	Targets []target  `json:"targets"`
 	// Transfers compares tblimit's modes by transfers per admitted decision.
 	Transfers []costRatio `json:"transfers_per_admitted"`
+	// Arrivals are the decisions/s of tblimit's rows and the raw rows on
+	// churn and fresh over the same row's warm zipf cell of this run.
+	Arrivals []arrivalRatio `json:"arrivals,omitempty"`
 
 	order []string // contender names in run order
 }
@@ -375,6 +406,10 @@ func (rep *report) find(workload string, callers int, contender string) *result 
 	return nil
 }
 
+// warm reports whether workload is one whose keys are all provisioned
+// before the clock starts (hot, zipf): the targets are judged on those.
+func warm(workload string) bool { return !arrivalWorkload(workload) }
+
 // finish computes the ratios and checks the targets.
 func (rep *report) finish() {
 	pairs := [][2]string{
@@ -406,7 +441,7 @@ func (rep *report) finish() {
 	var parts []string
 	met, ran := true, false
 	for _, r := range rep.Results {
-		if r.Contender == "tblimit/embedded" && r.Callers >= 16 && r.ran() {
+		if r.Contender == "tblimit/embedded" && r.Callers >= 16 && r.ran() && warm(r.Workload) {
 			ran = true
 			parts = append(parts, fmt.Sprintf("%s/%d %s", r.Workload, r.Callers, thousands(r.DecisionsPerSec)))
 			met = met && r.DecisionsPerSec >= 1e6
@@ -421,7 +456,7 @@ func (rep *report) finish() {
 	// Ahead of redis_rate at 256 callers.
 	parts, met, ran = nil, true, false
 	for _, q := range rep.Ratios {
-		if q.Peer == "redis_rate" && q.Callers == 256 {
+		if q.Peer == "redis_rate" && q.Callers == 256 && warm(q.Workload) {
 			ran = true
 			parts = append(parts, fmt.Sprintf("%s %s %.2fx", q.Tblimit, q.Workload, q.Ratio))
 			met = met && q.Ratio > 1
@@ -432,6 +467,7 @@ func (rep *report) finish() {
 
 	rep.transfers()
 	rep.realServerTargets()
+	rep.arrivals()
 }
 
 // transfers compares the transfers per admitted decision of exact coalescing
@@ -568,9 +604,12 @@ func loadReport(path string) (*report, error) {
 	return rep, nil
 }
 
-// name is the base name of the report's files: "bench", or "sustained"
-// for a -sustained run.
+// name is the base name of the report's files: -name, else "bench", or
+// "sustained" for a -sustained run.
 func (rep *report) name() string {
+	if n := rep.Meta.Config.Name; n != "" {
+		return n
+	}
 	if rep.Meta.Config.Sustained {
 		return "sustained"
 	}
@@ -624,13 +663,17 @@ func (rep *report) text(w io.Writer) {
 		fmt.Fprintf(w, "cells: %s decisions or %v each, median of %d rounds; window %v; hot: 1 user, limit %d; zipf: %d users (s=%.2g), limit %d each\n\n",
 			thousands(float64(cfg.Decisions)), cfg.MaxTime, cfg.Rounds, cfg.Window, cfg.HotLimit, cfg.Users, cfg.ZipfS, cfg.ZipfLimit)
 	}
+	if slices.ContainsFunc(cfg.Workloads, arrivalWorkload) {
+		fmt.Fprintf(w, "arrivals, nothing provisioned before the clock starts: churn: Zipf s=%.2g over %s keys; fresh: a new key per decision; limit %d each\n\n",
+			cfg.ZipfS, thousands(float64(cfg.ChurnKeys)), cfg.ZipfLimit)
+	}
 
 	windows := slices.ContainsFunc(rep.Results, func(r *result) bool { return len(r.Windows) > 0 })
 	cols := []string{"workload", "callers", "contender", "decisions/s", "p50", "p99", "allocs/dec", "denied", "admitted", "expected", "check"}
 	if windows {
 		cols = append(cols, "max/win")
 	}
-	cols = append(cols, "ev/req", "tr/adm", "ev/adm", "tblimit÷")
+	cols = append(cols, "ev/req", "tr/adm", "ev/adm", "req/dec", "acc/dec", "tblimit÷")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	last := ""
@@ -668,16 +711,20 @@ func (rep *report) text(w io.Writer) {
 		if r.Decisions > 0 {
 			denied = fmt.Sprintf("%.0f%%", 100*float64(r.Denied)/float64(r.Decisions))
 		}
-		trAdm, evAdm := "—", "—"
+		trAdm, evAdm, reqDec, accDec := "—", "—", "—", "—"
 		if c := r.cost(); c != nil {
 			trAdm, evAdm = perAdmitted(c.TransfersPerAdmitted), perAdmitted(c.EventsPerAdmitted)
+			reqDec, accDec = perAdmitted(c.RequestsPerDecision), perAdmitted(c.AccountsPerDecision)
+			if c.Accounts == 0 {
+				accDec = "0"
+			}
 		}
 		row := []string{r.Workload, fmt.Sprint(r.Callers), r.Contender, dps, dur(r.Latency.P50), dur(r.Latency.P99), allocs, denied,
 			thousands(float64(r.Admitted)), exp, r.Check}
 		if windows {
 			row = append(row, windowText(r.Windows))
 		}
-		row = append(row, evreq, trAdm, evAdm, rep.ratioText(r))
+		row = append(row, evreq, trAdm, evAdm, reqDec, accDec, rep.ratioText(r))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
@@ -713,10 +760,15 @@ denied: share of the decisions that were denials (tblimit's denials cost more th
 tr/adm, ev/adm: TigerBeetle transfers (create_transfers events), and events of every operation,
   per admitted decision: what the row's ledger.Client sent (its Stats) for tblimit, what the
   engine received for the raw engine, what the raw client sent on a real server or the model.
+req/dec, acc/dec: requests (calls of a ledger.Client or of the raw client on a real server;
+  requests the engine or the model received for the raw rows) of every operation (creates,
+  lookups, queries), and accounts created (create_accounts events), per decision, from the
+  same source as tr/adm.
 tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
   of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
 	rep.transfersText(w)
+	rep.arrivalsText(w)
 	rep.twoLimitsText(w)
 	rep.serveText(w)
 	rep.memoryText(w)

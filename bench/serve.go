@@ -144,8 +144,10 @@ func serveContenders(window time.Duration, srv func() (*server, error), tbNotRun
 
 // serveSetup serves a ratelimit.Service on lc for cell c: one rule of the
 // workload's limit per unit on a domain of the cell's own, every key of
-// the cell provisioned on its resource, a gRPC server on a free loopback
-// port and one connection to it, made before the clock starts. Its close
+// the cell provisioned on its resource (a warm workload; on the arrivals,
+// none: the rule's resource is Lazy, each key is provisioned by its first
+// decision), a gRPC server on a free loopback port and one connection to
+// it, made before the clock starts. Its close
 // stops the server; lc's engine is the caller's to close.
 func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.Unit, c cell) (*instance, error) {
 	domain := fmt.Sprintf("bench-c%d", c.id)
@@ -166,12 +168,14 @@ func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.Unit, c c
 	if !ok {
 		return nil, fmt.Errorf("the rule of domain %s has no resource", domain)
 	}
-	users := make([]ledger.UserLimit, c.w.users)
-	for i := range users {
-		users[i] = ledger.UserLimit{Key: ratelimit.UserKey([]string{c.keys[i]}), Limit: c.w.limit}
-	}
-	if err := lc.Provision(ctx, res, users...); err != nil {
-		return nil, fmt.Errorf("provision %d users: %w", len(users), err)
+	if !c.w.arrivals() {
+		users := make([]ledger.UserLimit, c.w.users)
+		for i := range users {
+			users[i] = ledger.UserLimit{Key: ratelimit.UserKey([]string{c.keys[i]}), Limit: c.w.limit}
+		}
+		if err := lc.Provision(ctx, res, users...); err != nil {
+			return nil, fmt.Errorf("provision %d users: %w", len(users), err)
+		}
 	}
 	srv, err := ratelimit.NewServer(svc, ratelimit.ServerOptions{})
 	if err != nil {

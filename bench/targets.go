@@ -30,7 +30,7 @@ const (
 // realServerTargets checks the real-server targets on each engine that has
 // a raw client row: the real server (tigerbeetle) and its model (modelled).
 // A burst report checks the burst targets, a sustained one the sustained
-// targets.
+// targets; all but exactness on the warm workloads only (hot, zipf).
 func (rep *report) realServerTargets() {
 	sustained := rep.Meta.Config != nil && rep.Meta.Config.Sustained
 	set := "burst"
@@ -42,7 +42,7 @@ func (rep *report) realServerTargets() {
 		name := func(s string) string { return fmt.Sprintf("real server, %s, %s: %s", e, set, s) }
 
 		shareCells := func(r *result) bool {
-			return r.Callers >= 16 && (!sustained || r.Workload == "zipf")
+			return r.Callers >= 16 && warm(r.Workload) && (!sustained || r.Workload == "zipf")
 		}
 		what := "hot and zipf"
 		if sustained {
@@ -60,7 +60,7 @@ func (rep *report) realServerTargets() {
 		} else {
 			rep.Targets = append(rep.Targets, rep.pairTarget(
 				name("plain ahead of redis_rate in every cell at 16+ callers"),
-				plain, "redis_rate", func(r *result) bool { return r.Callers >= 16 },
+				plain, "redis_rate", func(r *result) bool { return r.Callers >= 16 && warm(r.Workload) },
 				func(a, b *result) float64 { return pairedRatio(a, b) }, targetRedisBurst, false, times))
 			rep.Targets = append(rep.Targets, rep.pairTarget(
 				name(fmt.Sprintf("plain ≤ %.1f events per admitted decision (zipf)", targetEventsPerAdm)),
@@ -74,7 +74,7 @@ func (rep *report) realServerTargets() {
 		}
 		rep.Targets = append(rep.Targets, rep.pairTarget(
 			name(fmt.Sprintf("plain p50 at one caller ≤ %.1f× the raw client's", targetP50Ratio)),
-			plain, raw, func(r *result) bool { return r.Callers == 1 },
+			plain, raw, func(r *result) bool { return r.Callers == 1 && warm(r.Workload) },
 			func(a, b *result) float64 {
 				if b.Latency.P50 == 0 {
 					return 0

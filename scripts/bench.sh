@@ -9,7 +9,7 @@ readonly ROOT
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--quick] [--standard | --sustained] [HARNESS FLAGS...]
+Usage: $PROG [--quick] [--standard] [--sustained] [--arrivals] [HARNESS FLAGS...]
 
 Runs the benchmark harness in bench/ against:
   - tblimit on the embedded engine (default client, WithCoalescing, WithLeases),
@@ -34,7 +34,7 @@ Runs the benchmark harness in bench/ against:
     all-or-nothing): a tblimit recipes.Limiter (embedded and modelled), two
     x/time/rate limiters per key, and redis_rate with two limits.
 
-Two sets of cells, both by default:
+Three sets of cells, all by default:
   standard   cells shorter than the window (1,000,000 decisions or 5 s, window 60 s):
              bench/results/bench.txt, bench.json, bench.png, bench-transfers.png
   sustained  cells longer than the window (5 s, window 2 s; hot user 1,000 and zipf
@@ -42,20 +42,45 @@ Two sets of cells, both by default:
              admission checked against "at most the limit in any window":
              bench/results/sustained.txt, sustained.json, sustained.png,
              sustained-transfers.png
-Both report transfers per admitted decision (tr/adm) with their summary and thresholds,
-and the real-server targets on the real-server and modelled rows.
+  arrivals   keys as a gateway sends them, first seen in the cell, with nothing
+             provisioned before the clock starts: churn (Zipf s=1.1 over 10,000,000
+             keys) and fresh (a new key per decision), next to the warm zipf cell of
+             the same run, as the standard cells (window 60 s, limit 10,000 per key),
+             at 1, 16 and 256 callers; rows: tblimit (Lazy resources) and tblimit serve
+             on the embedded engine, the model and the real server, the raw client
+             creating each new key's account and credit by hand (embedded, model,
+             real server), redis_rate, gubernator and x/time/rate. The sliding window
+             rows are checked exact (each key admits min(attempts, limit)); the
+             report adds each tblimit and raw row's churn and fresh decisions/s over
+             its zipf cell:
+             bench/results/arrivals.txt, arrivals.json, arrivals.png,
+             arrivals-transfers.png
+All report transfers per admitted decision (tr/adm), requests and accounts created per
+decision (req/dec, acc/dec), and the real-server targets on the real-server and modelled
+rows (judged on the warm cells: hot, zipf).
 
 Options:
   --quick      one round of short cells (200,000 decisions or 2 s; sustained: 3 s):
-               a smoke run of about 6 minutes (both sets)
-  --standard   run only the standard cells
-  --sustained  run only the sustained cells
+               a smoke run of about 9 minutes (all three sets)
+  --standard   run the standard cells
+  --sustained  run the sustained cells
+  --arrivals   run the arrivals cells
+               (any of the three: only the sets named run; none: all three)
   -h, --help   print this help, then the harness's flags, and exit
 Any other flag goes to the harness, for every set run (e.g. -callers 16,256 -workloads
-hot -decisions 5000000 -max-time 20s -window 60s -out DIR); see the list below with --help.
-With flags that change the window or the cell length, run one set at a time.
+hot -decisions 5000000 -max-time 20s -window 60s -out DIR), after the set's own flags, so
+that it wins (e.g. --arrivals -contenders "tblimit/embedded,redis_rate"); see the list
+below with --help. With flags that change the window or the cell length, run one set at
+a time.
 EOF
 }
+
+# The rows of the arrivals set: tblimit's plain recipe and tblimit serve on each engine, the
+# raw client as their floor, and the limiters that need nothing per key.
+ARRIVALS_CONTENDERS="tblimit/embedded,tblimit/modelled,tblimit/tigerbeetle,raw engine,raw client/modelled,\
+raw client/tigerbeetle,tblimit serve/embedded,tblimit serve/modelled,tblimit serve/tigerbeetle,\
+redis_rate,gubernator,x/time/rate"
+readonly ARRIVALS_CONTENDERS
 
 die() {
 	printf '%s: %s\n' "$PROG" "$*" >&2
@@ -147,17 +172,18 @@ cleanup() {
 }
 
 main() {
-	local args=() help=0 standard=1 sustained=1
+	local args=() help=0 standard=0 sustained=0 arrivals=0
 	for a in "$@"; do
 		case "$a" in
 		-h | --help | -help) help=1 ;;
-		--standard) sustained=0 ;;
-		--sustained) standard=0 ;;
+		--standard) standard=1 ;;
+		--sustained) sustained=1 ;;
+		--arrivals) arrivals=1 ;;
 		*) args+=("$a") ;;
 		esac
 	done
-	if [[ $standard == 0 && $sustained == 0 ]]; then
-		die "--standard and --sustained exclude each other (give neither to run both)"
+	if [[ $standard == 0 && $sustained == 0 && $arrivals == 0 ]]; then
+		standard=1 sustained=1 arrivals=1
 	fi
 	command -v go >/dev/null 2>&1 || die "go is not installed"
 
@@ -198,6 +224,11 @@ main() {
 	if [[ $sustained == 1 ]]; then
 		log "sustained cells (longer than the window): bench/results/sustained.*"
 		"$BUILD_DIR/bench" "${common[@]}" -sustained ${args[@]+"${args[@]}"} || status=$?
+	fi
+	if [[ $arrivals == 1 ]]; then
+		log "arrivals cells (keys first seen in the cell, nothing provisioned): bench/results/arrivals.*"
+		"$BUILD_DIR/bench" "${common[@]}" -name arrivals -workloads zipf,churn,fresh -memory=false \
+			-contenders "$ARRIVALS_CONTENDERS" ${args[@]+"${args[@]}"} || status=$?
 	fi
 	return "$status"
 }
