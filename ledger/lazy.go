@@ -41,7 +41,8 @@ type sight struct {
 	accounts tb.CreateAccountStatus  // of its limit account
 	credit   tb.CreateTransferResult // of its credit, if this op sent it
 	sent     bool                    // this op's batch carried its credit ahead of this op's holds
-	at       int                     // where its credit is in the batch sent
+	acct     int                     // where its limit account is in the batch's accounts
+	at       int                     // where its credit is in the batch's transfers, if sent
 }
 
 // sight records in o the users of parts not seen provisioned: lazy users
@@ -116,7 +117,7 @@ func (b *batch) sightings(ops []*op) {
 					b.acctOf = append(b.acctOf, s.u)
 				}
 				if j == 0 {
-					s.at = at // for now: where its limit account is
+					s.acct = at
 				}
 			}
 		}
@@ -140,7 +141,7 @@ func (b *batch) provisioned(ops []*op, res []tb.CreateAccountResult) {
 	for _, o := range ops {
 		for i := range o.sights {
 			s := &o.sights[i]
-			s.accounts = res[s.at].Status
+			s.accounts = res[s.acct].Status
 			if err := b.acctBad[s.u]; err != nil && o.err == nil {
 				o.err = err
 			}
