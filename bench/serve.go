@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -37,7 +38,18 @@ var serveRows = []struct{ name, inProcess string }{
 	{"tblimit serve/embedded", "tblimit/embedded"},
 	{"tblimit serve/modelled", "tblimit/modelled"},
 	{"tblimit serve/tigerbeetle", "tblimit/tigerbeetle"},
+	{"tblimit serve/journal", "tblimit serve/journal on tmpfs"},
 }
+
+// The rows of tblimit serve on the embedded default, a journal file
+// (embedded.Open, what tblimit serve runs on without --addresses): in the
+// system's temporary directory (a disk, usually), and on tmpfs (/dev/shm),
+// where an fsync costs nothing, so that their ratio is what the disk costs.
+const (
+	serveJournalName      = "tblimit serve/journal"
+	serveJournalTmpfsName = "tblimit serve/journal on tmpfs"
+	tmpfsDir              = "/dev/shm"
+)
 
 // servePairs are the ratios the report computes for the serve rows (see
 // report.finish): each serve row over gubernator and over its engine's
@@ -139,7 +151,45 @@ func serveContenders(window time.Duration, srv func() (*server, error), tbNotRun
 			tc.Close()
 		}
 	}
-	return []*contender{emb, mod, tbRow}, closeReal
+	disk := serveJournal(serveJournalName, os.TempDir(), unit, notRun)
+	tmpfs := serveJournal(serveJournalTmpfsName, tmpfsDir, unit, notRun)
+	if st, err := os.Stat(tmpfsDir); err != nil || !st.IsDir() {
+		tmpfs.notRun = tmpfsDir + " is not there"
+	}
+	return []*contender{emb, mod, tbRow, disk, tmpfs}, closeReal
+}
+
+// serveJournal is a serve row on a journal file in dir, new for each cell
+// and removed after it.
+func serveJournal(name, dir string, unit ratelimit.Unit, notRun string) *contender {
+	return &contender{name: name, semantics: slidingLog, inProcess: true, notRun: notRun,
+		setup: func(ctx context.Context, c cell) (*instance, error) {
+			f, err := os.CreateTemp(dir, "tblimit-bench-*.journal")
+			if err != nil {
+				return nil, err
+			}
+			path := f.Name()
+			f.Close()
+			os.Remove(path)
+			j, err := embedded.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			inst, err := serveSetup(ctx, ledger.New(j), unit, c)
+			if err != nil {
+				j.Close()
+				os.Remove(path)
+				return nil, err
+			}
+			inst.ops = func() map[string]opCount { return engineOps(j.Stats()) }
+			stop := inst.close
+			inst.close = func() {
+				stop()
+				j.Close()
+				os.Remove(path)
+			}
+			return inst, nil
+		}}
 }
 
 // serveSetup serves a ratelimit.Service on lc for cell c: one rule of the

@@ -79,7 +79,7 @@ EOF
 # raw client as their floor, and the limiters that need nothing per key.
 ARRIVALS_CONTENDERS="tblimit/embedded,tblimit/modelled,tblimit/tigerbeetle,raw engine,raw client/modelled,\
 raw client/tigerbeetle,tblimit serve/embedded,tblimit serve/modelled,tblimit serve/tigerbeetle,\
-redis_rate,gubernator,x/time/rate"
+tblimit serve/journal,tblimit serve/journal on tmpfs,redis_rate,gubernator,x/time/rate"
 readonly ARRIVALS_CONTENDERS
 
 die() {
