@@ -220,11 +220,10 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 }
 
 // Quiet asks the Batcher to complete a batch before sending the next when
-// the next must see its effects: a read is due, or a check waits (a read
-// must follow the writes of every batch before it, and find their holds
-// in the views), the last
-// batch reads its accounts before answering, or coalescing merges the next
-// batch's holds by what the views know.
+// the next must see its effects: a read is due or a check waits (a read
+// must follow the writes of every batch before it, and find their holds in
+// the views), the last batch reads its accounts before answering, or
+// coalescing merges the next batch's holds by what the views know.
 func (r *runner) Quiet() bool {
 	c := (*Client)(r)
 	return c.coalesce || c.lastExact || c.readsDue() || c.checking.Load() > 0
