@@ -136,6 +136,19 @@ type Decision struct {
 	Timestamp uint64
 }
 
+// ResetIn is how long until quota returns, as rate limit answers say it
+// (Envoy's duration_until_reset, the RateLimit field's t): for a denial by
+// the limit, until enough units for the same amount will have returned
+// (RetryAfter), unless they never can; otherwise until every unit in
+// flight has (ResetAfter). Units return one by one, so some may come back
+// sooner: it is an upper bound.
+func (d Decision) ResetIn() time.Duration {
+	if d.Reason == LimitExceeded && d.RetryAfter >= 0 {
+		return d.RetryAfter
+	}
+	return d.ResetAfter
+}
+
 // attemptError carries the ID of an attempt whose answer was lost.
 type attemptError struct {
 	id  ID

@@ -42,10 +42,7 @@ func itemOf(p PolicyResult) policyItem {
 	// for the same cost will have; otherwise when all of it will have
 	// (a sliding window log returns units one by one, so some may come
 	// sooner: the draft lets t be an upper bound).
-	it.reset = p.Decision.ResetAfter
-	if p.Decision.Reason == ledger.LimitExceeded && p.Decision.RetryAfter >= 0 {
-		it.reset = p.Decision.RetryAfter
-	}
+	it.reset = p.Decision.ResetIn()
 	// A slot returns when a request ends (or its lease does): t is said
 	// only when one was refused.
 	it.noReset = p.Unit == ConcurrentRequests && p.Decision.Allowed

@@ -494,18 +494,7 @@ func (s *Service) check(ctx context.Context, items []item, resp *rls.RateLimitRe
 		return err
 	}
 	for k, i := range idx {
-		it, d, ds := &items[i], ds[k], resp.Statuses[i]
-		ds.CurrentLimit = currentLimit(it)
-		ds.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
-		ds.DurationUntilReset = durationpb.New(d.ResetAfter)
-		switch {
-		case d.Allowed:
-			s.stats.count(it, outcomeWithin)
-		case it.rule.ShadowMode:
-			s.stats.count(it, outcomeShadow)
-		default:
-			s.stats.count(it, outcomeOver)
-			ds.Code = rls.RateLimitResponse_OVER_LIMIT
+		if it := &items[i]; s.describe(it, ds[k], it.rule.ShadowMode, resp.Statuses[i]) {
 			it.part = partRefused // refuses the request: nothing taken elsewhere
 		}
 	}
@@ -552,6 +541,34 @@ func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
 	return true
 }
 
+// describe makes ds, the status of descriptor it, from d, its rule's
+// decision (or check), and counts it; shadow says that the rule is in
+// shadow mode, which answers OK what it refuses. It reports whether the
+// rule refused. Every descriptor a decision or a check answered is
+// described here, as envoyproxy/ratelimit makes every status in one
+// function.
+func (s *Service) describe(it *item, d ledger.Decision, shadow bool, ds *rls.RateLimitResponse_DescriptorStatus) (refused bool) {
+	ds.CurrentLimit = currentLimit(it)
+	ds.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
+	ds.DurationUntilReset = durationpb.New(d.ResetIn())
+	refused = d.Reason == ledger.LimitExceeded
+	switch {
+	case refused && shadow:
+		s.stats.count(it, outcomeShadow)
+		return false
+	case refused:
+		ds.Code = rls.RateLimitResponse_OVER_LIMIT
+		s.stats.count(it, outcomeOver)
+	case !d.Allowed:
+		s.stats.count(it, outcomeNotTaken) // it fitted; another refused
+	case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
+		s.stats.count(it, outcomeNear)
+	default:
+		s.stats.count(it, outcomeWithin)
+	}
+	return refused
+}
+
 // answer fills resp from the chain's result.
 func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitResponse) {
 	if !res.Allowed {
@@ -566,29 +583,7 @@ func (s *Service) answer(items []item, res recipes.Result, resp *rls.RateLimitRe
 			continue
 		}
 		p := res.Policies[it.part]
-		d := p.Decision
-		ds := resp.Statuses[i]
-		ds.CurrentLimit = currentLimit(it)
-		ds.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
-		reset := d.ResetAfter
-		refused := d.Reason == ledger.LimitExceeded
-		if refused && d.RetryAfter >= 0 {
-			reset = d.RetryAfter
-		}
-		ds.DurationUntilReset = durationpb.New(reset)
-		switch {
-		case refused && p.Shadow:
-			s.stats.count(it, outcomeShadow)
-		case refused:
-			ds.Code = rls.RateLimitResponse_OVER_LIMIT
-			s.stats.count(it, outcomeOver)
-		case !d.Allowed:
-			s.stats.count(it, outcomeNotTaken) // it fitted; another refused
-		case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
-			s.stats.count(it, outcomeNear)
-		default:
-			s.stats.count(it, outcomeWithin)
-		}
+		s.describe(it, p.Decision, p.Shadow, resp.Statuses[i])
 		res.Policies[it.part].Policy = it.rule.display
 	}
 	if s.opts.responseHeaders {
