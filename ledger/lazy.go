@@ -129,7 +129,7 @@ func (b *batch) sightings(ops []*op) {
 // made fails with an error, unsent.
 func (b *batch) provisioned(ops []*op, res []tb.CreateAccountResult) {
 	for i, r := range res {
-		if r.Status != tb.AccountCreated && r.Status != tb.AccountExists {
+		if !accountMade(r.Status) {
 			if b.acctBad == nil {
 				b.acctBad = map[*user]error{}
 			}
@@ -178,19 +178,18 @@ func (c *Client) learnSights(o *op, now int64) {
 		if !s.sent {
 			continue
 		}
-		switch s.credit.Status {
-		case tb.TransferCreated, tb.TransferExistsWithDifferentAmount: // created, or exists (folded: see conn)
-		default:
+		cr := classifyCredit(s.credit.Status)
+		if cr == creditFailed {
 			continue // its hold fails as well, and decide says why
 		}
 		s.u.lock()
 		v := &s.u.v
 		v.provisioned = true
 		switch {
-		case s.accounts == tb.AccountCreated && s.credit.Status == tb.TransferCreated:
+		case accountNew(s.accounts) && cr == creditNow:
 			v.limit, v.limitKnown = s.limit, true
 			v.readLocal = now // as good as a read
-		case s.credit.Status == tb.TransferCreated && !v.limitKnown:
+		case cr == creditNow && !v.limitKnown:
 			// Credited with this limit, now or before: the limit it was
 			// given, until a read says whether it changed since.
 			v.limit = s.limit

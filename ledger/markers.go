@@ -39,7 +39,7 @@ func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
 		return err
 	}
 	for i, s := range res {
-		if s.Status != tb.AccountCreated && s.Status != tb.AccountExists {
+		if !accountMade(s.Status) {
 			return fmt.Errorf("ledger: marker accounts of ledger %d: %w", ledger, accountStatusError(i, s.Status))
 		}
 	}

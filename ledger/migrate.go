@@ -131,12 +131,12 @@ func (c *Client) carry(ctx context.Context, to Resource, key string, flights []F
 	}
 	var errs []error
 	for i, s := range res {
-		switch s.Status {
-		case tb.TransferCreated:
+		switch carried, raced := classifyCarry(s.Status); {
+		case carried:
 			n++
 			amount, _ := u64(ts[i].Amount)
 			units += amount
-		case tb.TransferExceedsCredits, tb.TransferExistsWithDifferentAmount, tb.TransferExistsWithDifferentTimeout:
+		case raced:
 			// Another process carried or took them at once: as far as room goes.
 		default:
 			errs = append(errs, fmt.Errorf("ledger: carry a hold of %q: %w", key, transferStatusError(i, s.Status)))

@@ -83,7 +83,7 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 	}
 	for i, s := range res {
 		switch {
-		case s.Status == tb.AccountCreated, s.Status == tb.AccountExists:
+		case accountMade(s.Status):
 		case accountExistsDifferently(s.Status):
 			if i == 0 {
 				return fmt.Errorf("%w: ledger %d: %s", ErrResourceMismatch, r.Ledger, s.Status)
@@ -258,7 +258,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		return err
 	}
 	for i, s := range ares {
-		if s.Status != tb.AccountCreated && s.Status != tb.AccountExists {
+		if !accountMade(s.Status) {
 			return fmt.Errorf("ledger: provision %q: %w", users[of[i]].Key, accountStatusError(i, s.Status))
 		}
 	}
@@ -271,13 +271,14 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		return err
 	}
 	for i, s := range tres {
-		if s.Status != tb.TransferCreated && s.Status != tb.TransferExistsWithDifferentAmount {
+		cr := classifyCredit(s.Status)
+		if cr == creditFailed {
 			return fmt.Errorf("ledger: provision %q: %w", users[i].Key, transferStatusError(i, s.Status))
 		}
 		c.users.provisioned(r, users[i].Key)
 		// An account this call created and credited holds nothing else:
 		// the Client knows all of it.
-		if ares[first[i]].Status == tb.AccountCreated && s.Status == tb.TransferCreated {
+		if accountNew(ares[first[i]].Status) && cr == creditNow {
 			c.users.knownLimit(r, users[i].Key, users[i].Limit, true, c.localNow())
 		}
 	}
@@ -417,14 +418,8 @@ func (c *Client) sendLimitStep(ctx context.Context, t []tb.Transfer) error {
 		return err
 	}
 	for i, s := range res {
-		switch s.Status {
-		case tb.TransferCreated, tb.TransferLinkedEventFailed,
-			tb.TransferIDAlreadyFailed, tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
-			tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
-		default:
-			if classify(s.Status) != outReusedID {
-				return transferStatusError(i, s.Status)
-			}
+		if !limitStepApplied(s.Status) {
+			return transferStatusError(i, s.Status)
 		}
 	}
 	return nil

@@ -2,13 +2,13 @@ package ledger
 
 import tb "github.com/tigerbeetle/tigerbeetle-go"
 
-// outcome is what a create result means for a decision. Each boundary
-// reads TigerBeetle's statuses in one place: the holds of decisions
-// through classify (the pipeline, coalescing, a chain sent again), posts
-// and voids of holds through classifyEnd, accounts through
-// accountExistsDifferently. Provisioning a limit (provision.go) and
-// carrying a hold to a new resource (migrate.go) read the statuses of
-// transfers of their own, with their own meanings, where they send them.
+// outcome is what a create result means for a decision. TigerBeetle's
+// statuses are read in this file only, one function per meaning: the
+// holds of decisions through classify (the pipeline, coalescing, a chain
+// sent again), posts and voids of holds through classifyEnd, accounts
+// through accountMade and accountExistsDifferently, a user's credit
+// through classifyCredit, a step of SetLimit through limitStepApplied, a
+// hold carried to a new resource through classifyCarry.
 type outcome uint8
 
 // classify turns a transfer's status into what it means for a decision.
@@ -76,4 +76,62 @@ func accountExistsDifferently(s tb.CreateAccountStatus) bool {
 		return true
 	}
 	return false
+}
+
+// accountMade reports whether s says that the account is there as asked:
+// created now, or before (exists, with the same fields).
+func accountMade(s tb.CreateAccountStatus) bool {
+	return s == tb.AccountCreated || s == tb.AccountExists
+}
+
+// accountNew reports whether s says that the account was created by this
+// request: it holds nothing yet.
+func accountNew(s tb.CreateAccountStatus) bool { return s == tb.AccountCreated }
+
+// credit is what the status of a user's provisioning credit means.
+type credit uint8
+
+const (
+	creditNow     credit = iota // created now, or exists with the same limit (conn folds exists into created)
+	creditAnother               // exists, with another limit: another provisioning's
+	creditFailed                // anything else: the user is not credited
+)
+
+// classifyCredit turns the status of a provisioning credit into what it
+// means.
+func classifyCredit(s tb.CreateTransferStatus) credit {
+	switch s {
+	case tb.TransferCreated, tb.TransferExists:
+		return creditNow
+	case tb.TransferExistsWithDifferentAmount:
+		return creditAnother
+	}
+	return creditFailed
+}
+
+// limitStepApplied reports whether s, the status of a transfer of a
+// SetLimit step, is applied or lost a race that the next step looks at
+// again (requests, expiry or another SetLimit from the same balance): not
+// an error.
+func limitStepApplied(s tb.CreateTransferStatus) bool {
+	switch s {
+	case tb.TransferCreated, tb.TransferLinkedEventFailed,
+		tb.TransferIDAlreadyFailed, tb.TransferExceedsCredits, tb.TransferPendingTransferExpired,
+		tb.TransferPendingTransferAlreadyPosted, tb.TransferPendingTransferAlreadyVoided:
+		return true
+	}
+	return classify(s) == outReusedID
+}
+
+// classifyCarry turns the status of a hold carried to a new resource into
+// whether it was carried now, or another process carried or took the room
+// at once (raced: not an error).
+func classifyCarry(s tb.CreateTransferStatus) (carried, raced bool) {
+	switch s {
+	case tb.TransferCreated:
+		return true, false
+	case tb.TransferExceedsCredits, tb.TransferExistsWithDifferentAmount, tb.TransferExistsWithDifferentTimeout:
+		return false, true
+	}
+	return false, false
 }
