@@ -185,7 +185,7 @@ type sentBatch struct {
 // queue the next batch behind the lost one, out of its callers' reach;
 // waiting keeps the next calls in the Batcher, where a caller whose
 // deadline passes takes its call back unsent.
-func (r *runner) Send(ops []*op, settled bool) conn.Flight {
+func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []*op) conn.Flight {
 	c := (*Client)(r)
 	if settled {
 		c.readBack()
@@ -206,6 +206,14 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 			return f
 		}
 		f.b.provisioned(ops, ares)
+		// The calls that came while the accounts were made ride on this
+		// batch's create, as they would on a TigerBeetle client's next
+		// request, rather than wait for the next batch's: those that need
+		// nothing before their holds.
+		if extra := more(rides); len(extra) > 0 {
+			ops = append(ops[:len(ops):len(ops)], extra...)
+			f.ops = ops
+		}
 	}
 	c.build(ops, &f.b)
 	for _, o := range ops {
@@ -218,6 +226,11 @@ func (r *runner) Send(ops []*op, settled bool) conn.Flight {
 	f.now = c.localNow()
 	return f
 }
+
+// rides reports whether op o, come while a batch's accounts were made, may
+// join its create: it provisions no user, checks nothing, and reads
+// nothing after its create.
+func rides(o *op) bool { return len(o.sights) == 0 && o.checks == nil && !o.exact }
 
 // Quiet asks the Batcher to complete a batch before sending the next when
 // the next must see its effects: a read is due or a check waits (a read

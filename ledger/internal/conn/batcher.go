@@ -49,7 +49,15 @@ type Runner[T any] interface {
 	// another goroutine all the while Send runs, and after it returns:
 	// Send must touch nothing Complete does. The items of batch are the
 	// Runner's until the Flight has completed.
-	Send(batch []T, settled bool) Flight
+	//
+	// more takes into this batch, of the calls that came since it was
+	// taken, those keep accepts, and returns them (theirs too until the
+	// Flight has completed): for a Send that waits for a request of its
+	// own before the batch's (new users' accounts), so that the calls that
+	// came meanwhile ride on the batch's request instead of waiting for
+	// the next batch's. keep is called with the Batcher's lock held. A
+	// Batcher whose calls never wait (in process) takes nothing.
+	Send(batch []T, settled bool, more func(keep func(T) bool) []T) Flight
 	// Quiet reports whether the last batch must complete before the next
 	// is sent: for a read that must follow its writes, or a batch built
 	// from what it teaches. It is called while no batch is completing.
@@ -66,7 +74,7 @@ type Flight interface {
 type Func[T any] func(batch []T)
 
 // Send runs batch.
-func (f Func[T]) Send(batch []T, _ bool) Flight { f(batch); return landed{} }
+func (f Func[T]) Send(batch []T, _ bool, _ func(func(T) bool) []T) Flight { f(batch); return landed{} }
 
 // Quiet is always true: Send has completed every batch.
 func (Func[T]) Quiet() bool { return true }
@@ -276,7 +284,19 @@ func (b *Batcher[T]) loop() {
 				close(done)
 			}(lastF, last, completing)
 		}
-		last, lastF = batch, b.runner.Send(b.items(batch), settled)
+		more := func(keep func(T) bool) []T {
+			b.mu.Lock()
+			extra := b.takeIf(keep)
+			b.mu.Unlock()
+			batch = append(batch, extra...)
+			items := make([]T, len(extra))
+			for i, e := range extra {
+				items[i] = e.item
+			}
+			return items
+		}
+		f := b.runner.Send(b.items(batch), settled, more)
+		last, lastF = batch, f // batch, with what more took into it
 	}
 }
 
@@ -346,6 +366,25 @@ func (b *Batcher[T]) take() []*entry[T] {
 	return batch
 }
 
+// takeIf takes the calls in the queue that keep accepts, leaving the
+// others in their order. b.mu is held.
+func (b *Batcher[T]) takeIf(keep func(T) bool) []*entry[T] {
+	var taken []*entry[T]
+	n := 0
+	for _, e := range b.queue {
+		if keep(e.item) {
+			e.taken = true
+			taken = append(taken, e)
+			continue
+		}
+		b.queue[n] = e
+		n++
+	}
+	clear(b.queue[n:])
+	b.queue = b.queue[:n]
+	return taken
+}
+
 // items returns the items of batch, in the buffer of its turn: one batch
 // may be in flight while the one before it completes. Only the runner
 // calls it.
@@ -363,5 +402,9 @@ func (b *Batcher[T]) items(batch []*entry[T]) []T {
 
 // runBatch runs batch to completion. Only the runner calls it.
 func (b *Batcher[T]) runBatch(batch []*entry[T]) {
-	b.runner.Send(b.items(batch), true).Complete()
+	b.runner.Send(b.items(batch), true, noMore[T]).Complete()
 }
+
+// noMore is the more of a batch run in process: its calls never wait, so
+// none rides on another's request.
+func noMore[T any](func(T) bool) []T { return nil }

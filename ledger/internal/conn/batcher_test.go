@@ -170,7 +170,7 @@ func (r *stepRunner) note(s string) {
 	r.log = append(r.log, s)
 }
 
-func (r *stepRunner) Send(batch []string, settled bool) Flight {
+func (r *stepRunner) Send(batch []string, settled bool, _ func(func(string) bool) []string) Flight {
 	r.mu.Lock()
 	if r.flying != 0 {
 		r.t.Errorf("%v sent while another request was in flight", batch)
@@ -256,5 +256,61 @@ func TestBatcherSendsTheNextBatchBeforeCompletingTheLast(t *testing.T) {
 				t.Fatalf("the runner was asked %q, want %q", r.log, want)
 			}
 		})
+	}
+}
+
+// moreRunner's first batch waits, as for a request of its own, until the
+// test has queued more calls, then takes those keep accepts into itself.
+type moreRunner struct {
+	started chan struct{} // closed when the first batch is being sent
+	queued  chan struct{} // closed by the test once the later calls wait
+	mu      sync.Mutex
+	sent    [][]string
+}
+
+func (r *moreRunner) Send(batch []string, _ bool, more func(func(string) bool) []string) Flight {
+	items := slices.Clone(batch)
+	if slices.Equal(items, []string{"first"}) {
+		close(r.started)
+		<-r.queued
+		items = append(items, more(func(s string) bool { return strings.HasPrefix(s, "rides") })...)
+	}
+	r.mu.Lock()
+	r.sent = append(r.sent, items)
+	r.mu.Unlock()
+	return landed{}
+}
+
+func (r *moreRunner) Quiet() bool { return false }
+
+// A Send that waits before its request takes the calls that came meanwhile
+// and that may ride on it; they are answered with its batch, and the
+// others go in the next batch.
+func TestBatcherSendTakesMore(t *testing.T) {
+	r := &moreRunner{started: make(chan struct{}), queued: make(chan struct{})}
+	b := NewBatcher[string](r, false, 0, 0)
+	var wg sync.WaitGroup
+	do := func(s string) {
+		wg.Go(func() {
+			if _, err := b.Do(context.Background(), 0, s); err != nil {
+				t.Errorf("Do(%s) = %v", s, err)
+			}
+		})
+	}
+	do("first")
+	<-r.started
+	for _, s := range []string{"rides-1", "waits", "rides-2"} {
+		do(s)
+	}
+	waitQueued(t, b, 3)
+	close(r.queued)
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, batch := range r.sent {
+		slices.Sort(batch) // the callers queued in any order
+	}
+	if got := fmt.Sprint(r.sent); got != "[[first rides-1 rides-2] [waits]]" {
+		t.Errorf("batches sent = %s, want [[first rides-1 rides-2] [waits]]", got)
 	}
 }
