@@ -184,13 +184,20 @@ func TestLaunchReadyTimeout(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			f := fake.New(t, fake.Options{Mode: mode})
+			// The hang must end at the deadline; a bad port is refused as
+			// soon as it is printed, which a loaded machine may take more
+			// than a moment to do: its deadline leaves room for that.
+			timeout := 500 * time.Millisecond
+			if mode == fake.ModeBadPort {
+				timeout = 30 * time.Second
+			}
 			begin := time.Now()
-			_, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithReadyTimeout(500*time.Millisecond), WithProbe(fake.DialProbe))
+			_, err := Start(t.Context(), t.TempDir(), WithBinary(f.Bin), WithReadyTimeout(timeout), WithProbe(fake.DialProbe))
 			if err == nil {
 				t.Fatal("Launch succeeded, want an error")
 			}
-			if d := time.Since(begin); d > 5*time.Second {
-				t.Errorf("Launch took %v with a 500ms ReadyTimeout", d)
+			if d := time.Since(begin); d > timeout+5*time.Second {
+				t.Errorf("Launch took %v with a %v ReadyTimeout", d, timeout)
 			}
 			switch mode {
 			case fake.ModeHang:
