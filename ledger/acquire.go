@@ -294,13 +294,16 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, dst []De
 			}
 		}
 	}
+	seen := false
 	if key.IsZero() {
-		if ds, ok := c.denyLocally(parts, us, dst); ok {
+		ds, denied, provisioned := c.denyLocally(parts, us, dst)
+		if denied {
 			return ds, nil, nil
 		}
+		seen = provisioned
 	}
 	o := c.newOp()
-	o.exact, o.key = c.exact, key
+	o.exact, o.key, o.seen = c.exact, key, seen
 	for i := range parts {
 		h := &parts[i]
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})

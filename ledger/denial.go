@@ -25,19 +25,23 @@ func (c *Client) denyPublished(u *user, amount uint64, leased bool, plan uint64)
 // denyLocally returns the decisions for holds (of users us) when one of
 // them can be denied on its user's view, without sending anything: the
 // denying hold says LimitExceeded, the others what their views say. The
-// decisions are appended to ds.
-func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) ([]Decision, bool) {
+// decisions are appended to ds. Otherwise it reports whether every user
+// was seen provisioned under the lock it took anyway, so that the
+// decision need not take it again to tell (see sight).
+func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) (_ []Decision, denied, provisioned bool) {
 	if len(parts) == 1 {
 		if d, ok := c.denyPublished(us[0], parts[0].Request.Amount, false, parts[0].Request.Limit); ok {
-			return append(ds, d), true
+			return append(ds, d), true, false
 		}
 	}
+	provisioned = true
 	now, t := c.nows()
 	deny := -1
 	var denial Decision // described under the lock that decided it
 	for i := range parts {
 		amount := parts[i].Request.Amount
 		us[i].mu.Lock() // not lock: a denial changes nothing
+		provisioned = provisioned && us[i].v.provisioned
 		ok := us[i].v.deny(amount, t, now)
 		if ok {
 			denial = localDenial(&us[i].v, amount, t)
@@ -52,7 +56,7 @@ func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) ([]Decisio
 		}
 	}
 	if deny < 0 {
-		return nil, false
+		return nil, false, provisioned
 	}
 	for i := range parts {
 		if i == deny {
@@ -65,7 +69,7 @@ func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) ([]Decisio
 		ds = append(ds, d)
 	}
 	c.localDenials.add(1)
-	return ds, true
+	return ds, true, false
 }
 
 // withdraw withdraws u's published denial, if any, and counts the units

@@ -51,6 +51,9 @@ type sight struct {
 // resource the cluster does not hold as the caller says.
 func (c *Client) sight(ctx context.Context, o *op, parts []Part) error {
 	o.sights = o.sights[:0]
+	if o.seen {
+		return nil // and they stay so
+	}
 	for k, e := range o.deciding() {
 		h := &parts[k]
 		if !h.Resource.Lazy {

@@ -57,14 +57,18 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	limit := Part{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	start := c.observeStart()
 	u := c.users.get(r, p.From)
+	seen := false
 	if p.ID.IsZero() {
 		var buf [1]Decision
-		if ds, ok := c.denyLocally([]Part{limit}, []*user{u}, buf[:0]); ok {
+		ds, denied, provisioned := c.denyLocally([]Part{limit}, []*user{u}, buf[:0])
+		if denied {
 			c.observe(start, []Part{limit}, ds, nil)
 			return ds[0], nil
 		}
+		seen = provisioned
 	}
 	o := c.payment(r, p, u)
+	o.seen = seen
 	ds, err := c.decide(ctx, o, []Part{limit})
 	d := first(ds)
 	if err == nil && !d.Allowed && o.paymentDenied() {

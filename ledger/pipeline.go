@@ -39,6 +39,7 @@ type op struct {
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	sights  []sight   // users its holds provision first (see sight), if any
 	sights1 [1]sight
+	seen    bool    // every user of its holds was seen provisioned before it was sent: no sight
 	checks  []check // a Check's parts: no chain, answered by reads (see answerChecks)
 	key     ID      // the caller's ID for the request (see Request.ID), or zero
 	marked  bool    // the chain starts with key's marker (a later attempt under key)
