@@ -103,7 +103,7 @@ func TestChecksShareARead(t *testing.T) {
 	before := c.Stats()
 	var fits atomic.Int64
 	behindHeldBatch(t, c, r, g, n, func(i int) {
-		d, err := c.Check(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
+		d, err := c.Check(patient(t), r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
 		if err != nil {
 			t.Error(err)
 		}

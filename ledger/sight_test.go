@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -144,13 +145,22 @@ func (g *gated) CreateTransfers(ts []tb.Transfer) ([]tb.CreateTransferResult, er
 	return g.Client.CreateTransfers(ts)
 }
 
+// patient is a context for calls that must succeed, held behind a batch
+// for as long as a loaded machine takes to gather them: longer than a
+// Client's default timeout.
+func patient(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // behindHeldBatch makes n calls at once (call(i) for each i) behind a batch
 // held in flight, so that they go to the cluster together when it is
 // released, as calls do behind a request on its way.
 func behindHeldBatch(t *testing.T, c *ledger.Client, r ledger.Resource, g *gated, n int, call func(i int)) {
 	t.Helper()
 	g.armed.Store(true)
-	go c.Acquire(ctx, r, ledger.Request{User: "first", Amount: 1})
+	go c.Acquire(patient(t), r, ledger.Request{User: "first", Amount: 1})
 	<-g.held
 	base := runtime.NumGoroutine()
 	var wg sync.WaitGroup
@@ -184,7 +194,7 @@ func TestFirstSightsShareRequests(t *testing.T) {
 	before := c.Stats()
 	var admitted atomic.Int64
 	behindHeldBatch(t, c, r, g, n, func(i int) {
-		d, err := c.Acquire(ctx, r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
+		d, err := c.Acquire(patient(t), r, ledger.Request{User: fmt.Sprint("new", i), Amount: 3})
 		if err != nil {
 			t.Error(err)
 		}
