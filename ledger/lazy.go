@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -59,28 +60,33 @@ func (c *Client) sight(ctx context.Context, o *op, parts []Part) error {
 		if !h.Resource.Lazy {
 			continue
 		}
-		e.u.mu.Lock() // not lock: a look changes nothing
-		seen := e.u.v.provisioned
-		e.u.mu.Unlock()
-		if seen {
+		if e.u.seenProvisioned() {
 			continue
 		}
 		if err := c.checkResource(ctx, h.Resource); err != nil {
 			return err
 		}
-		limit := h.Resource.DefaultLimit
-		if h.Request.Limit != 0 {
-			limit = h.Request.Limit
-		}
 		if o.sights == nil {
 			o.sights = o.sights1[:0]
 		}
-		o.sights = append(o.sights, sight{u: e.u, limit: limit})
+		o.sights = append(o.sights, sight{u: e.u, limit: h.provisionLimit()})
 	}
 	if len(o.sights) > 0 {
 		o.merge = false // a merged transfer has no place for the credit ahead of it
 	}
 	return nil
+}
+
+// provisionLimit is the limit a lazy user is provisioned with by h: its
+// plan's (Request.Limit), else the resource's default.
+func (h *Part) provisionLimit() uint64 { return cmp.Or(h.Request.Limit, h.Resource.DefaultLimit) }
+
+// seenProvisioned reports whether this Client has seen u's account
+// credited (see sight).
+func (u *user) seenProvisioned() bool {
+	u.mu.Lock() // not lock: a look changes nothing
+	defer u.mu.Unlock()
+	return u.v.provisioned
 }
 
 // userAccounts are the accounts of user key on r: its limit account (first)
@@ -233,10 +239,7 @@ func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, 
 		case outLinked:
 			// A later hold of the chain was not reached: its user may be
 			// missing too. Provisioning it again is harmless.
-			e.u.mu.Lock()
-			seen := e.u.v.provisioned
-			e.u.mu.Unlock()
-			if h.Resource.Lazy && !seen {
+			if h.Resource.Lazy && !e.u.seenProvisioned() {
 				lazy = append(lazy, k)
 			}
 		}
@@ -263,11 +266,7 @@ func anyNoUser(res []tb.CreateTransferResult) bool {
 func (c *Client) provisionLazy(ctx context.Context, parts []Part, idx []int) error {
 	for _, i := range idx {
 		h := parts[i]
-		limit := h.Resource.DefaultLimit
-		if h.Request.Limit != 0 {
-			limit = h.Request.Limit
-		}
-		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: limit}}, false); err != nil {
+		if err := c.provision(ctx, h.Resource, []UserLimit{{Key: h.Request.User, Limit: h.provisionLimit()}}, false); err != nil {
 			return err
 		}
 	}

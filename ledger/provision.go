@@ -243,12 +243,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 	first := make([]int, len(users))   // where each user's limit account is
 	for i, u := range users {
 		first[i] = len(accounts)
-		accounts = append(accounts, userAccount(r, u.Key))
-		accounts = append(accounts, nameAccounts(r.Ledger, UserID(r.Ledger, u.Key), u.Key)...)
-		if r.Kind == KindMoney {
-			accounts = append(accounts, currencyAccount(r.Currency, u.Key))
-			accounts = append(accounts, nameAccounts(r.Currency, CurrencyUserID(r.Currency, u.Key), u.Key)...)
-		}
+		accounts = append(accounts, userAccounts(r, u.Key)...)
 		for len(of) < len(accounts) {
 			of = append(of, i)
 		}
