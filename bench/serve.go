@@ -11,6 +11,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	tb "github.com/tigerbeetle/tigerbeetle-go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
@@ -85,22 +86,10 @@ func serveContenders(window time.Duration, srv func() (*server, error), tbNotRun
 		// comparison of different limits is no comparison.
 		notRun = fmt.Sprintf("the window %v is no whole Envoy unit (second, minute, hour, day, week...)", window)
 	}
-	emb := &contender{name: serveRows[0].name, semantics: slidingLog, inProcess: true, notRun: notRun,
-		setup: func(ctx context.Context, c cell) (*instance, error) {
-			e := embedded.New()
-			inst, err := serveSetup(ctx, ledger.New(e), unit, c)
-			if err != nil {
-				e.Close()
-				return nil, err
-			}
-			inst.ops = func() map[string]opCount { return engineOps(e.Stats()) }
-			stop := inst.close
-			inst.close = func() {
-				stop()
-				e.Close()
-			}
-			return inst, nil
-		}}
+	emb := serveInProcess(serveRows[0].name, unit, notRun, func() (engine, func(), error) {
+		e := embedded.New()
+		return e, e.Close, nil
+	})
 	mod := &contender{name: serveRows[1].name, semantics: slidingLog, inProcess: true, notRun: notRun,
 		setup: func(ctx context.Context, c cell) (*instance, error) {
 			var stop func()
@@ -159,37 +148,57 @@ func serveContenders(window time.Duration, srv func() (*server, error), tbNotRun
 	return []*contender{emb, mod, tbRow, disk, tmpfs}, closeReal
 }
 
-// serveJournal is a serve row on a journal file in dir, new for each cell
-// and removed after it.
-func serveJournal(name, dir string, unit ratelimit.Unit, notRun string) *contender {
+// engine is an embedded engine a serve row runs on: in memory, or kept in
+// a journal file.
+type engine interface {
+	tb.Client
+	Stats() embedded.Stats
+}
+
+// serveInProcess is a serve row on the engine open makes for each cell,
+// which its close function ends.
+func serveInProcess(name string, unit ratelimit.Unit, notRun string, open func() (engine, func(), error)) *contender {
 	return &contender{name: name, semantics: slidingLog, inProcess: true, notRun: notRun,
 		setup: func(ctx context.Context, c cell) (*instance, error) {
-			f, err := os.CreateTemp(dir, "tblimit-bench-*.journal")
+			e, done, err := open()
 			if err != nil {
 				return nil, err
 			}
-			path := f.Name()
-			f.Close()
-			os.Remove(path)
-			j, err := embedded.Open(path)
+			inst, err := serveSetup(ctx, ledger.New(e), unit, c)
 			if err != nil {
+				done()
 				return nil, err
 			}
-			inst, err := serveSetup(ctx, ledger.New(j), unit, c)
-			if err != nil {
-				j.Close()
-				os.Remove(path)
-				return nil, err
-			}
-			inst.ops = func() map[string]opCount { return engineOps(j.Stats()) }
+			inst.ops = func() map[string]opCount { return engineOps(e.Stats()) }
 			stop := inst.close
 			inst.close = func() {
 				stop()
-				j.Close()
-				os.Remove(path)
+				done()
 			}
 			return inst, nil
 		}}
+}
+
+// serveJournal is a serve row on a journal file in dir, new for each cell
+// and removed after it.
+func serveJournal(name, dir string, unit ratelimit.Unit, notRun string) *contender {
+	return serveInProcess(name, unit, notRun, func() (engine, func(), error) {
+		f, err := os.CreateTemp(dir, "tblimit-bench-*.journal")
+		if err != nil {
+			return nil, nil, err
+		}
+		path := f.Name()
+		f.Close()
+		os.Remove(path)
+		j, err := embedded.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return j, func() {
+			j.Close()
+			os.Remove(path)
+		}, nil
+	})
 }
 
 // serveSetup serves a ratelimit.Service on lc for cell c: one rule of the
