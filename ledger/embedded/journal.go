@@ -640,31 +640,7 @@ func (j *File) CreateAccountsDeferred(accounts []tb.Account) ([]tb.CreateAccount
 }
 
 func (j *File) createAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, int64, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.begin(len(accounts)); err != nil {
-		return nil, 0, err
-	}
-	if len(accounts) == 0 {
-		j.clock.Set(j.real.Now())
-		res, err := j.eng.CreateAccounts(accounts)
-		return res, 0, err
-	}
-	t, err := j.stamp(len(accounts))
-	if err != nil {
-		return nil, 0, err
-	}
-	err = j.append(opAccounts, t, len(accounts), func(p []byte) {
-		for i := range accounts {
-			encodeAccount(p[i*eventSize:], &accounts[i])
-		}
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	j.clock.Set(time.Unix(0, int64(t)))
-	res, err := j.eng.CreateAccounts(accounts)
-	return res, j.end, err
+	return record(j, opAccounts, accounts, encodeAccount, j.eng.CreateAccounts)
 }
 
 // CreateTransfers records the request in the journal, then creates the
@@ -682,30 +658,37 @@ func (j *File) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 }
 
 func (j *File) createTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResult, int64, error) {
+	return record(j, opTransfers, transfers, encodeTransfer, j.eng.CreateTransfers)
+}
+
+// record writes a create request of events as record op, then applies it
+// with apply, and returns its results and the offset its record ends at,
+// for syncTo (0 for an empty request, which writes nothing).
+func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), apply func([]E) ([]R, error)) ([]R, int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if err := j.begin(len(transfers)); err != nil {
+	if err := j.begin(len(events)); err != nil {
 		return nil, 0, err
 	}
-	if len(transfers) == 0 {
+	if len(events) == 0 {
 		j.clock.Set(j.real.Now())
-		res, err := j.eng.CreateTransfers(transfers)
+		res, err := apply(events)
 		return res, 0, err
 	}
-	t, err := j.stamp(len(transfers))
+	t, err := j.stamp(len(events))
 	if err != nil {
 		return nil, 0, err
 	}
-	err = j.append(opTransfers, t, len(transfers), func(p []byte) {
-		for i := range transfers {
-			encodeTransfer(p[i*eventSize:], &transfers[i])
+	err = j.append(op, t, len(events), func(p []byte) {
+		for i := range events {
+			encode(p[i*eventSize:], &events[i])
 		}
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	j.clock.Set(time.Unix(0, int64(t)))
-	res, err := j.eng.CreateTransfers(transfers)
+	res, err := apply(events)
 	return res, j.end, err
 }
 
