@@ -65,7 +65,7 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	if err := reg.Register(svc); err != nil {
 		return nil, fmt.Errorf("ratelimit: metrics: %w", err)
 	}
-	var gopts []grpc.ServerOption
+	gopts := []grpc.ServerOption{grpc.ForceServerCodecV2(newBytesCodec())}
 	if o.TLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
