@@ -34,25 +34,11 @@ func TestApplyYAMLErrorLines(t *testing.T) {
 	}
 }
 
-func TestFaultLine(t *testing.T) {
-	for _, c := range []struct {
-		yaml string
-		want int
-	}{
-		{"a: [\n", 1},
-		{"a: 1\nb: 2\n c: 3\n", 3},
-		{"a: 1\nb:\n  - x\n - y\n", 4},
-	} {
-		if got := faultLine([]byte(c.yaml)); got != c.want {
-			t.Errorf("faultLine(%q) = %d, want %d", c.yaml, got, c.want)
-		}
-	}
-}
-
 // Lines end where YAML says they do, so that a syntax error (found by
-// faultLine) and any other error (a node's position in yaml) count the same
-// lines, also in files with lone carriage returns. (Found by
-// FuzzParseApplyFile: "\r0" named line 2 of what was one line to faultLine.)
+// yamlpos.FaultLine) and any other error (a node's position in yaml) count
+// the same lines, also in files with lone carriage returns. (Found by
+// FuzzParseApplyFile: "\r0" named line 2 of what was one line to the search
+// for the fault.)
 func TestApplyLineEndings(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml string
@@ -69,8 +55,24 @@ func TestApplyLineEndings(t *testing.T) {
 			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
 		}
 	}
-	if got := lineEnds([]byte("a\rb\r\nc\u0085d\ne")); len(got) != 5 {
-		t.Errorf("lineEnds = %v, want 5 lines", got)
+}
+
+// A value of the wrong kind is named on its own line, not on that of the
+// mapping holding it.
+func TestApplyFieldLines(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"resources not a list", "# limits\nresources: 5\n", "l.yaml:2: want a resources: list"},
+		{"resources empty", "# limits\nresources:\n", "l.yaml:2: want a resources: list"},
+		{"resources twice", "resources: []\nresources: []\n", "l.yaml:2: resources is given twice"},
+		{"no resources", "# limits\n{}\n", "l.yaml:2: want a resources: list"},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
 	}
 }
 
