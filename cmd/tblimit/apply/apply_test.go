@@ -1,10 +1,13 @@
 package apply
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/internal/yamlpos"
+	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
 
 // A YAML syntax error names the line of the fault, not the line where the
@@ -83,4 +86,38 @@ func TestApplyParsing(t *testing.T) {
 		{Args: []string{}, Err: "-f/--file is required"},
 		{Args: []string{"limits.yaml"}, Err: `unknown command "limits.yaml"`},
 	})
+}
+
+// apply's files and the rate limit service's configuration are read by two
+// parsers; the same fault in the same file is named on the same line by
+// both, through yamlpos (0: the file as a whole).
+func TestYAMLLinesAgreeWithRatelimit(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		line       int
+	}{
+		{"an indentation", "# limits\nresources:\n  - name: api\n    kind: requests\n   ledger: 1\n", 5},
+		{"a list item dedented", "a: 1\nb:\n  - x\n - y\n", 4},
+		{"an unclosed quote", "a: 'x\nb: 2\n", 1},
+		{"an unclosed flow list", "a: 1\nb: [\n", 2},
+		{"a tab", "a: 1\n\tb: 2\n", 2},
+		{"lone carriage returns", "a: 1\rb:\r  - x\r - y\r", 4},
+		{"a colon in a value", "a: 1\nb: c: d\n", 2},
+		{"an unknown key", "# c\n\nbogus: 1\n", 3},
+		{"not a mapping", "# c\n\n- a\n", 3},
+		{"empty", "", 0},
+		{"only a comment", "# nothing\n", 0},
+	} {
+		_, applyErr := parseApplyFile("f.yaml", strings.NewReader(c.yaml))
+		_, rlErr := ratelimit.ParseConfig([]string{"f.yaml"}, map[string][]byte{"f.yaml": []byte(c.yaml)})
+		for _, e := range []struct {
+			parser string
+			err    error
+		}{{"parseApplyFile", applyErr}, {"ratelimit.ParseConfig", rlErr}} {
+			var pe *yamlpos.Error
+			if !errors.As(e.err, &pe) || pe.File != "f.yaml" || pe.Line != c.line {
+				t.Errorf("%s: %s = %v, want an error at f.yaml line %d", c.name, e.parser, e.err, c.line)
+			}
+		}
+	}
 }
