@@ -71,7 +71,8 @@ Each rule becomes a tblimit resource and each distinct set of descriptor values 
 lazy user; the limited descriptors of a request are decided as one linked chain,
 all-or-nothing, in a sliding window. The configuration is watched and reloaded
 when it changes (and on SIGHUP); a bad file is refused and the last good one stays.
---check-config PATH only validates a configuration: exit 0 when it loads, 2 when not.
+--check-config PATH only validates a configuration: exit 0 when it loads, printing
+its rules as GET /rlconfig would, 2 when not.
 
 Without --addresses, the embedded engine's data file serves, which one process
 may hold at a time; several serve processes share a TigerBeetle cluster. SIGTERM
@@ -277,28 +278,14 @@ func sighup() (<-chan struct{}, func()) {
 	return out, func() { signal.Stop(sig); close(stop) }
 }
 
-// checkConfig validates opts.CheckConfig: its rules on stdout and exit 0,
-// or the problem and exit 2.
+// checkConfig validates opts.CheckConfig: exit 0 with the configuration
+// on stdout as GET /rlconfig would show it in force (but for when it was
+// loaded), or the problem and exit 2.
 func checkConfig(opts *options) error {
 	cfg, err := ratelimit.LoadConfig(opts.CheckConfig)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	for _, r := range cfg.Rules() {
-		limit := "unlimited"
-		if !r.Unlimited {
-			limit = fmt.Sprintf("%d per %s", r.RequestsPerUnit, r.Unit)
-		}
-		flags := ""
-		if r.ShadowMode {
-			flags = " (shadow_mode)"
-		}
-		where := "-"
-		if res, ok := r.Resource(); ok {
-			where = fmt.Sprintf("%s (ledger %d)", res.Name, res.Ledger)
-		}
-		fmt.Fprintf(opts.Out, "%s\t%s%s\t%s\t%s:%d\n", r.Key, limit, flags, where, r.File, r.Line)
-	}
-	fmt.Fprintf(opts.Out, "ok: %d domain(s), %d rule(s) in %d file(s)\n", len(cfg.Domains()), len(cfg.Rules()), len(cfg.Files()))
+	cfg.WriteRules(opts.Out)
 	return nil
 }
