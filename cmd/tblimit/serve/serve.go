@@ -22,9 +22,9 @@ import (
 	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
 
-// options are tblimit serve's: the rate limit service's flags and what it
+// serveOptions are tblimit serve's: the rate limit service's flags and what it
 // needs from the process.
-type options struct {
+type serveOptions struct {
 	Open   func(opts ...ledger.Option) (*ledger.Client, func(), error)
 	Out    io.Writer
 	ErrOut io.Writer
@@ -53,8 +53,8 @@ var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "resp
 	"tls-client-ca", "max-waiting", "shutdown-timeout"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
-func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *options) error) *cobra.Command {
-	opts := &options{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
 		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
 			return f.Global.Open(f.Clock, f.ErrOut, lopts...)
 		}}
@@ -110,7 +110,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	return cmd
 }
 
-func (o *options) validate() error {
+func (o *serveOptions) validate() error {
 	switch {
 	case o.CheckConfig != "":
 		return nil
@@ -134,7 +134,7 @@ func (o *options) validate() error {
 	return nil
 }
 
-func serveRun(ctx context.Context, opts *options) error {
+func serveRun(ctx context.Context, opts *serveOptions) error {
 	if opts.CheckConfig != "" {
 		return checkConfig(opts)
 	}
@@ -185,7 +185,7 @@ func serveRun(ctx context.Context, opts *options) error {
 }
 
 // serveOn listens, serves until ctx ends, and drains.
-func serveOn(ctx context.Context, opts *options, svc *ratelimit.Service, srv *ratelimit.Server) error {
+func serveOn(ctx context.Context, opts *serveOptions, svc *ratelimit.Service, srv *ratelimit.Server) error {
 	log := slog.New(slog.NewTextHandler(opts.ErrOut, nil))
 	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
 	if err != nil {
@@ -281,7 +281,7 @@ func sighup() (<-chan struct{}, func()) {
 // checkConfig validates opts.CheckConfig: exit 0 with the configuration
 // on stdout as GET /rlconfig would show it in force (but for when it was
 // loaded), or the problem and exit 2.
-func checkConfig(opts *options) error {
+func checkConfig(opts *serveOptions) error {
 	cfg, err := ratelimit.LoadConfig(opts.CheckConfig)
 	if err != nil {
 		return cmdutil.AsUsage(err)

@@ -17,18 +17,18 @@ import (
 )
 
 func TestServeFlags(t *testing.T) {
-	def := options{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
+	def := serveOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
 		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second}
-	with := func(f func(*options)) options { o := def; f(&o); return o }
-	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[options]{
-		{Args: []string{"--config", "rl.yaml"}, Want: with(func(o *options) { o.Config = "rl.yaml" })},
-		{Args: []string{"--check-config", "rl.yaml"}, Want: with(func(o *options) { o.CheckConfig = "rl.yaml" })},
+	with := func(f func(*serveOptions)) serveOptions { o := def; f(&o); return o }
+	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
+		{Args: []string{"--config", "rl.yaml"}, Want: with(func(o *serveOptions) { o.Config = "rl.yaml" })},
+		{Args: []string{"--check-config", "rl.yaml"}, Want: with(func(o *serveOptions) { o.CheckConfig = "rl.yaml" })},
 		{Args: []string{"--config", "d", "--unavailable", "open", "--response-headers", "--grpc-addr", ":0", "--http-addr", ""},
-			Want: with(func(o *options) {
+			Want: with(func(o *serveOptions) {
 				o.Config, o.Unavailable, o.ResponseHeaders, o.GRPCAddr, o.HTTPAddr = "d", "open", true, ":0", ""
 			})},
 		{Args: []string{"--config", "d", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"},
-			Want: with(func(o *options) {
+			Want: with(func(o *serveOptions) {
 				o.Config, o.TLSCert, o.TLSKey, o.TLSClientCA = "d", "c.pem", "k.pem", "ca.pem"
 			})},
 		{Args: []string{}, Err: "--config is required"},
@@ -62,14 +62,14 @@ descriptors:
 		t.Fatal(err)
 	}
 	var checked bytes.Buffer
-	if err := checkConfig(&options{CheckConfig: path, Out: &checked}); err != nil {
+	if err := checkConfig(&serveOptions{CheckConfig: path, Out: &checked}); err != nil {
 		t.Fatalf("checkConfig(%s) = %v", path, err)
 	}
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	ready := make(chan string, 1)
-	opts := &options{Config: path, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Unavailable: "error",
+	opts := &serveOptions{Config: path, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Unavailable: "error",
 		MaxWaiting: 16, ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Hour, Out: io.Discard, ErrOut: io.Discard,
 		Open: func(...ledger.Option) (*ledger.Client, func(), error) {
 			c := ledger.New(embedded.New())
