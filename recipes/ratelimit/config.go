@@ -6,13 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tblimit/tblimit/internal/yamlpos"
 )
 
 // ErrConfig means a configuration file was refused. The error names the
@@ -198,22 +199,18 @@ func ParseConfig(files []string, srcs map[string][]byte) (*Config, error) {
 	return c, nil
 }
 
-// at is the error of a problem at node n of file.
+// at is the error of a problem at node n of file (nil: the whole file).
 func at(file string, n *yaml.Node, format string, args ...any) error {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	return fmt.Errorf("%w: %s:%d: %s", ErrConfig, file, line, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %w", ErrConfig, yamlpos.At(file, n, format, args...))
 }
 
 func (c *Config) parseFile(file string, src []byte) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return syntaxError(file, err)
+		return fmt.Errorf("%w: %w", ErrConfig, yamlpos.Syntax(file, src, err))
 	}
 	if len(doc.Content) == 0 {
-		return at(file, &doc, "config file cannot have empty domain")
+		return at(file, nil, "config file cannot have empty domain")
 	}
 	budget := maxAliasNodes
 	root, err := expand(file, doc.Content[0], map[*yaml.Node]bool{}, &budget)
@@ -242,18 +239,6 @@ func (c *Config) parseFile(file string, src []byte) error {
 	}
 	c.domains[domain] = lv
 	return nil
-}
-
-// yamlLine is the line yaml's syntax errors name.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// syntaxError is a YAML syntax error as file:line: problem.
-func syntaxError(file string, err error) error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%w: %s:%s: %s", ErrConfig, file, m[1], strings.TrimPrefix(msg, m[0]))
-	}
-	return fmt.Errorf("%w: %s: %s", ErrConfig, file, strings.TrimPrefix(msg, "yaml: "))
 }
 
 // maxAliasNodes bounds the nodes aliases may add to a file: a few kilobytes

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tblimit/tblimit/internal/yamlpos"
 	"github.com/tblimit/tblimit/ledger"
 )
 
@@ -1092,6 +1093,9 @@ func TestParseConfigSyntaxError(t *testing.T) {
 		{"domain: d\ndescriptors:\n\t- key: a\n", "rl.yaml:3: "},
 		{"domain: d\n  bad: indent\n", "rl.yaml:2: "},
 		{"domain: d\ndescriptors:\n  - key: 'a\n", "rl.yaml:3: "},
+		{"domain: d\ndescriptors:\n  - key: 'a\n  - key: b\n", "rl.yaml:3: "},                     // yaml alone: the end of the file
+		{"domain: d\ndescriptors:\n  - key: a\n - key: b\n", "rl.yaml:4: "},                       // yaml alone: line 3
+		{"domain: d\ndescriptors:\n  - key: a\n    value: b\n   rate_limit: {}\n", "rl.yaml:5: "}, // yaml alone: line 2
 	} {
 		c, err := parseFiles(file{"rl.yaml", tc.src})
 		if c != nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "rl.yaml") {
@@ -1511,6 +1515,10 @@ descriptors:
 		if err != nil {
 			if c != nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "fuzz.yaml") {
 				t.Fatalf("ParseConfig(%q) = %v, %v, want nil and an ErrConfig naming fuzz.yaml", src, c, err)
+			}
+			var pe *yamlpos.Error
+			if !errors.As(err, &pe) || pe.File != "fuzz.yaml" || pe.Line < 0 || pe.Line > yamlpos.Lines(src) {
+				t.Fatalf("ParseConfig(%q) = %v, want it to name a line of fuzz.yaml's %d", src, err, yamlpos.Lines(src))
 			}
 			return
 		}

@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/tblimit/tblimit/ledger"
 )
 
 // serviceName is the gRPC service health reports on, besides "".
@@ -236,20 +238,42 @@ func (s *Server) serveConfig(w http.ResponseWriter, _ *http.Request) {
 	WriteRules(w, s.svc)
 }
 
-// WriteRules writes the rules of svc's configuration in force, one line
-// each: its key, limit, flags, the resource that keeps it and where it was
-// defined.
+// WriteRules writes svc's configuration in force as GET /rlconfig shows
+// it: Config.WriteRules's lines, the first saying also when it was loaded,
+// each rule with the resource that keeps it in svc (Service.Resource).
 func WriteRules(w io.Writer, svc *Service) {
 	cfg, loaded := svc.Config()
+	writeRules(w, cfg, loaded, svc.Resource)
+}
+
+// WriteRules writes c as GET /rlconfig shows a configuration (see
+// WriteRules), which tblimit serve --check-config prints: a comment line
+// counting its rules, domains and files, then one line per rule, in file
+// order, with its key, limit, flags, the resource that keeps it and where
+// it was defined. The resource is the one Rule.Resource names, which a
+// Service puts the rule on unless another rule's resource holds that
+// ledger already.
+func (c *Config) WriteRules(w io.Writer) {
+	writeRules(w, c, time.Time{}, (*Rule).Resource)
+}
+
+// writeRules is the one formatter of a configuration's rules, so that
+// --check-config and /rlconfig say the same of the same file; loaded is
+// zero for a configuration not in force.
+func writeRules(w io.Writer, c *Config, loaded time.Time, resource func(*Rule) (ledger.Resource, bool)) {
+	fmt.Fprintf(w, "# %d rule(s) in %d domain(s) from %d file(s)", len(c.rules), len(c.domains), len(c.files))
 	if !loaded.IsZero() {
-		fmt.Fprintf(w, "# loaded %s from %d file(s)\n", loaded.UTC().Format(time.RFC3339), len(cfg.files))
+		fmt.Fprintf(w, ", loaded %s", loaded.UTC().Format(time.RFC3339))
 	}
-	for _, r := range cfg.rules {
-		fmt.Fprintln(w, describeRule(r, svc))
+	fmt.Fprintln(w)
+	for _, r := range c.rules {
+		res, ok := resource(r)
+		fmt.Fprintln(w, describeRule(r, res, ok))
 	}
 }
 
-func describeRule(r *Rule, svc *Service) string {
+// describeRule is a rule's line: res, when ok, is the resource that keeps it.
+func describeRule(r *Rule, res ledger.Resource, ok bool) string {
 	s := r.Key + ": "
 	if r.Unlimited {
 		s += "unlimited"
@@ -265,7 +289,7 @@ func describeRule(r *Rule, svc *Service) string {
 	for _, rep := range r.Replaces {
 		s += " replaces=" + rep
 	}
-	if res, ok := svc.Resource(r); ok {
+	if ok {
 		s += fmt.Sprintf(" resource=%s ledger=%d", res.Name, res.Ledger)
 	}
 	return s + fmt.Sprintf(" (%s:%d)", r.File, r.Line)

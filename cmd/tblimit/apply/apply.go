@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/internal/yamlpos"
 	"github.com/tblimit/tblimit/ledger"
 )
 
@@ -183,7 +184,7 @@ func planApply(ctx context.Context, c *ledger.Client, name string, want []fileRe
 		switch {
 		case errors.Is(err, cmdutil.ErrResourceExists):
 		case err != nil:
-			return plan, 0, fmt.Errorf("%s:%d: resource %s: %w", name, fr.line, fr.Name, err)
+			return plan, 0, yamlpos.AtLine(name, fr.line, "resource %s: %w", fr.Name, err)
 		default:
 			plan.create = append(plan.create, fr.Resource)
 			def := cmdutil.ResourceOut(fr.Resource)
@@ -239,22 +240,22 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	at := func(n *yaml.Node, format string, args ...any) error {
+		return yamlpos.At(name, n, format, args...)
+	}
 	var doc, extra yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	err = dec.Decode(&doc)
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: empty file: want a resources: list", name)
+		return nil, at(nil, "empty file: want a resources: list")
 	}
 	if err == nil {
 		if err = dec.Decode(&extra); err == nil {
-			return nil, fmt.Errorf("%s:%d: only one YAML document is read", name, extra.Line)
+			return nil, at(&extra, "only one YAML document is read")
 		}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: %s", name, faultLine(data), yamlProblem(err))
-	}
-	at := func(n *yaml.Node, format string, args ...any) error {
-		return fmt.Errorf("%s:%d: %w", name, n.Line, fmt.Errorf(format, args...))
+		return nil, yamlpos.Syntax(name, data, err)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -265,13 +266,19 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 	}
 	var list *yaml.Node
 	for k, v := range pairs(root) {
-		if k.Value != "resources" {
+		switch {
+		case k.Value != "resources":
 			return nil, at(k, "unknown field %q (want resources)", k.Value)
+		case list != nil:
+			return nil, at(k, "resources is given twice")
 		}
 		list = v
 	}
-	if list == nil || list.Kind != yaml.SequenceNode {
+	switch {
+	case list == nil:
 		return nil, at(root, "want a resources: list")
+	case list.Kind != yaml.SequenceNode:
+		return nil, at(list, "want a resources: list")
 	}
 	var out []fileResource
 	names, ledgers := map[string]int{}, map[uint32]int{}
@@ -294,87 +301,10 @@ func parseApplyFile(name string, in io.Reader) ([]fileResource, error) {
 			continue
 		}
 		if line, clash := ledgers[fr.Currency]; clash {
-			return nil, fmt.Errorf("%s:%d: currency ledger %d of %s is the limit ledger of the resource on line %d", name, fr.line, fr.Currency, fr.Name, line)
+			return nil, yamlpos.AtLine(name, fr.line, "currency ledger %d of %s is the limit ledger of the resource on line %d", fr.Currency, fr.Name, line)
 		}
 	}
 	return out, nil
-}
-
-// faultLine returns the line of a YAML file that stops it from parsing: the
-// first line whose prefix of the file no longer parses, when every shorter
-// one does. yaml.v3 names the line where the enclosing block starts (its
-// "context mark"), often line 1 for a fault on line 5, and its errors carry
-// no position we could read; so the line is found here, by parsing
-// prefixes of the file, in a binary search (about log2(lines) parses). A
-// flow collection or a quoted string spanning several lines can make it name
-// the line where that starts.
-func faultLine(data []byte) int {
-	ends := lineEnds(data)
-	parses := func(lines int) bool {
-		end := 0
-		if lines > 0 {
-			end = ends[lines-1]
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
-		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); err != nil {
-				return errors.Is(err, io.EOF)
-			}
-		}
-	}
-	ok, bad := 0, len(ends) // the first ok lines parse; the first bad lines do not
-	for bad-ok > 1 {
-		if mid := (ok + bad) / 2; parses(mid) {
-			ok = mid
-		} else {
-			bad = mid
-		}
-	}
-	return max(bad, 1)
-}
-
-// lineEnds returns the offset just past each line of a YAML file, its
-// last line included. Lines end where YAML says they do: at \n, \r\n, a
-// lone \r, U+0085, U+2028 or U+2029; so the lines counted here are the ones
-// yaml counts in the positions of the nodes that other errors name.
-func lineEnds(data []byte) []int {
-	var ends []int
-	for i := 0; i < len(data); {
-		n := lineBreak(data[i:])
-		if n == 0 {
-			i++
-			continue
-		}
-		i += n
-		ends = append(ends, i)
-	}
-	if len(ends) == 0 || ends[len(ends)-1] < len(data) {
-		ends = append(ends, len(data))
-	}
-	return ends
-}
-
-// lineBreak returns the length of the YAML line break data starts with, or 0.
-func lineBreak(data []byte) int {
-	for _, br := range []string{"\r\n", "\r", "\n", "\u0085", "\u2028", "\u2029"} {
-		if bytes.HasPrefix(data, []byte(br)) {
-			return len(br)
-		}
-	}
-	return 0
-}
-
-// yamlProblem is yaml's description of a syntax error, without its package
-// prefix and the line it names (see faultLine). The text is only printed.
-func yamlProblem(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if _, after, ok := strings.Cut(rest, ": "); ok {
-			return after
-		}
-	}
-	return msg
 }
 
 // pairs iterates over the keys and values of a mapping node.

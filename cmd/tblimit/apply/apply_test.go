@@ -1,10 +1,13 @@
 package apply
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/internal/yamlpos"
+	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
 
 // A YAML syntax error names the line of the fault, not the line where the
@@ -34,25 +37,11 @@ func TestApplyYAMLErrorLines(t *testing.T) {
 	}
 }
 
-func TestFaultLine(t *testing.T) {
-	for _, c := range []struct {
-		yaml string
-		want int
-	}{
-		{"a: [\n", 1},
-		{"a: 1\nb: 2\n c: 3\n", 3},
-		{"a: 1\nb:\n  - x\n - y\n", 4},
-	} {
-		if got := faultLine([]byte(c.yaml)); got != c.want {
-			t.Errorf("faultLine(%q) = %d, want %d", c.yaml, got, c.want)
-		}
-	}
-}
-
 // Lines end where YAML says they do, so that a syntax error (found by
-// faultLine) and any other error (a node's position in yaml) count the same
-// lines, also in files with lone carriage returns. (Found by
-// FuzzParseApplyFile: "\r0" named line 2 of what was one line to faultLine.)
+// yamlpos.FaultLine) and any other error (a node's position in yaml) count
+// the same lines, also in files with lone carriage returns. (Found by
+// FuzzParseApplyFile: "\r0" named line 2 of what was one line to the search
+// for the fault.)
 func TestApplyLineEndings(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml string
@@ -69,8 +58,24 @@ func TestApplyLineEndings(t *testing.T) {
 			t.Errorf("%s: error %v, want it to start with %q", c.name, err, c.want)
 		}
 	}
-	if got := lineEnds([]byte("a\rb\r\nc\u0085d\ne")); len(got) != 5 {
-		t.Errorf("lineEnds = %v, want 5 lines", got)
+}
+
+// A value of the wrong kind is named on its own line, not on that of the
+// mapping holding it.
+func TestApplyFieldLines(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"resources not a list", "# limits\nresources: 5\n", "l.yaml:2: want a resources: list"},
+		{"resources empty", "# limits\nresources:\n", "l.yaml:2: want a resources: list"},
+		{"resources twice", "resources: []\nresources: []\n", "l.yaml:2: resources is given twice"},
+		{"no resources", "# limits\n{}\n", "l.yaml:2: want a resources: list"},
+	} {
+		_, err := parseApplyFile("l.yaml", strings.NewReader(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
 	}
 }
 
@@ -81,4 +86,38 @@ func TestApplyParsing(t *testing.T) {
 		{Args: []string{}, Err: "-f/--file is required"},
 		{Args: []string{"limits.yaml"}, Err: `unknown command "limits.yaml"`},
 	})
+}
+
+// apply's files and the rate limit service's configuration are read by two
+// parsers; the same fault in the same file is named on the same line by
+// both, through yamlpos (0: the file as a whole).
+func TestYAMLLinesAgreeWithRatelimit(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		line       int
+	}{
+		{"an indentation", "# limits\nresources:\n  - name: api\n    kind: requests\n   ledger: 1\n", 5},
+		{"a list item dedented", "a: 1\nb:\n  - x\n - y\n", 4},
+		{"an unclosed quote", "a: 'x\nb: 2\n", 1},
+		{"an unclosed flow list", "a: 1\nb: [\n", 2},
+		{"a tab", "a: 1\n\tb: 2\n", 2},
+		{"lone carriage returns", "a: 1\rb:\r  - x\r - y\r", 4},
+		{"a colon in a value", "a: 1\nb: c: d\n", 2},
+		{"an unknown key", "# c\n\nbogus: 1\n", 3},
+		{"not a mapping", "# c\n\n- a\n", 3},
+		{"empty", "", 0},
+		{"only a comment", "# nothing\n", 0},
+	} {
+		_, applyErr := parseApplyFile("f.yaml", strings.NewReader(c.yaml))
+		_, rlErr := ratelimit.ParseConfig([]string{"f.yaml"}, map[string][]byte{"f.yaml": []byte(c.yaml)})
+		for _, e := range []struct {
+			parser string
+			err    error
+		}{{"parseApplyFile", applyErr}, {"ratelimit.ParseConfig", rlErr}} {
+			var pe *yamlpos.Error
+			if !errors.As(e.err, &pe) || pe.File != "f.yaml" || pe.Line != c.line {
+				t.Errorf("%s: %s = %v, want an error at f.yaml line %d", c.name, e.parser, e.err, c.line)
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
+	"github.com/tblimit/tblimit/internal/yamlpos"
 	"github.com/tblimit/tblimit/ledger"
 )
 
@@ -67,7 +68,7 @@ func FuzzParseApplyFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		rs, err := parseApplyFile("l.yaml", strings.NewReader(s))
 		if err != nil {
-			cmdtest.CheckNamesLine(t, "l.yaml", len(lineEnds([]byte(s))), err, "l.yaml: empty file: want a resources: list")
+			cmdtest.CheckNamesLine(t, "l.yaml", yamlpos.Lines([]byte(s)), err, "l.yaml: empty file: want a resources: list")
 			return
 		}
 		names, ledgers := map[string]bool{}, map[uint32]bool{}

@@ -22,7 +22,7 @@ func TestServeCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
-	if out := e.ok("serve", "--check-config", good); !regexp.MustCompile(`api\.user\t10 per minute\trl[a-z2-7]{10} \(ledger \d+\)\t` + regexp.QuoteMeta(good) + `:4`).MatchString(out) {
+	if out := e.ok("serve", "--check-config", good); !regexp.MustCompile(`api\.user: unit=minute requests_per_unit=10 resource=rl[a-z2-7]{10} ledger=\d+ \(` + regexp.QuoteMeta(good) + `:4\)`).MatchString(out) {
 		t.Errorf("serve --check-config good = %q, want the rule and its line", out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")

@@ -22,9 +22,9 @@ import (
 	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
 
-// options are tblimit serve's: the rate limit service's flags and what it
+// serveOptions are tblimit serve's: the rate limit service's flags and what it
 // needs from the process.
-type options struct {
+type serveOptions struct {
 	Open   func(opts ...ledger.Option) (*ledger.Client, func(), error)
 	Out    io.Writer
 	ErrOut io.Writer
@@ -53,8 +53,8 @@ var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "resp
 	"tls-client-ca", "max-waiting", "shutdown-timeout"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
-func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *options) error) *cobra.Command {
-	opts := &options{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+	opts := &serveOptions{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
 		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
 			return f.Global.Open(f.Clock, f.ErrOut, lopts...)
 		}}
@@ -71,7 +71,8 @@ Each rule becomes a tblimit resource and each distinct set of descriptor values 
 lazy user; the limited descriptors of a request are decided as one linked chain,
 all-or-nothing, in a sliding window. The configuration is watched and reloaded
 when it changes (and on SIGHUP); a bad file is refused and the last good one stays.
---check-config PATH only validates a configuration: exit 0 when it loads, 2 when not.
+--check-config PATH only validates a configuration: exit 0 when it loads, printing
+its rules as GET /rlconfig would, 2 when not.
 
 Without --addresses, the embedded engine's data file serves, which one process
 may hold at a time; several serve processes share a TigerBeetle cluster. SIGTERM
@@ -109,7 +110,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	return cmd
 }
 
-func (o *options) validate() error {
+func (o *serveOptions) validate() error {
 	switch {
 	case o.CheckConfig != "":
 		return nil
@@ -133,7 +134,7 @@ func (o *options) validate() error {
 	return nil
 }
 
-func serveRun(ctx context.Context, opts *options) error {
+func serveRun(ctx context.Context, opts *serveOptions) error {
 	if opts.CheckConfig != "" {
 		return checkConfig(opts)
 	}
@@ -184,7 +185,7 @@ func serveRun(ctx context.Context, opts *options) error {
 }
 
 // serveOn listens, serves until ctx ends, and drains.
-func serveOn(ctx context.Context, opts *options, svc *ratelimit.Service, srv *ratelimit.Server) error {
+func serveOn(ctx context.Context, opts *serveOptions, svc *ratelimit.Service, srv *ratelimit.Server) error {
 	log := slog.New(slog.NewTextHandler(opts.ErrOut, nil))
 	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
 	if err != nil {
@@ -277,28 +278,14 @@ func sighup() (<-chan struct{}, func()) {
 	return out, func() { signal.Stop(sig); close(stop) }
 }
 
-// checkConfig validates opts.CheckConfig: its rules on stdout and exit 0,
-// or the problem and exit 2.
-func checkConfig(opts *options) error {
+// checkConfig validates opts.CheckConfig: exit 0 with the configuration
+// on stdout as GET /rlconfig would show it in force (but for when it was
+// loaded), or the problem and exit 2.
+func checkConfig(opts *serveOptions) error {
 	cfg, err := ratelimit.LoadConfig(opts.CheckConfig)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	for _, r := range cfg.Rules() {
-		limit := "unlimited"
-		if !r.Unlimited {
-			limit = fmt.Sprintf("%d per %s", r.RequestsPerUnit, r.Unit)
-		}
-		flags := ""
-		if r.ShadowMode {
-			flags = " (shadow_mode)"
-		}
-		where := "-"
-		if res, ok := r.Resource(); ok {
-			where = fmt.Sprintf("%s (ledger %d)", res.Name, res.Ledger)
-		}
-		fmt.Fprintf(opts.Out, "%s\t%s%s\t%s\t%s:%d\n", r.Key, limit, flags, where, r.File, r.Line)
-	}
-	fmt.Fprintf(opts.Out, "ok: %d domain(s), %d rule(s) in %d file(s)\n", len(cfg.Domains()), len(cfg.Rules()), len(cfg.Files()))
+	cfg.WriteRules(opts.Out)
 	return nil
 }

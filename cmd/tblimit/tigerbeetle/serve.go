@@ -17,17 +17,19 @@ import (
 	"github.com/tblimit/tblimit/internal/launch"
 )
 
-// serverOptions are those of the hidden tigerbeetle serve, which runs the
-// server or cluster in the foreground and supervises it (up starts it in the
-// background; tblimit serve, the rate limit service, is package serve).
-type serverOptions struct {
+// supervisorOptions are those of the hidden tigerbeetle serve, the
+// supervisor: it runs the server or cluster in the foreground and supervises
+// it (up starts it in the background). They are named for what the command
+// does, not "serve": tblimit serve, the rate limit service, is package
+// serve, with serveOptions.
+type supervisorOptions struct {
 	serverEnv
 	launchSpec
 	ReadyFD int // where to report readiness, as one JSON line; 0: nowhere
 }
 
-func newCmdServerServe(env func() serverEnv, runF func(context.Context, *serverOptions) error) *cobra.Command {
-	opts := &serverOptions{}
+func newCmdSupervisor(env func() serverEnv, runF func(context.Context, *supervisorOptions) error) *cobra.Command {
+	opts := &supervisorOptions{}
 	cmd := &cobra.Command{
 		Use:    "serve",
 		Short:  "Run the server or cluster in the foreground and supervise it (what up starts)",
@@ -41,7 +43,7 @@ func newCmdServerServe(env func() serverEnv, runF func(context.Context, *serverO
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return serverServeRun(cmd.Context(), opts)
+			return supervisorRun(cmd.Context(), opts)
 		},
 	}
 	opts.bind(cmd.Flags(), false)
@@ -80,11 +82,11 @@ func (s supervised) stop() error {
 	return s.single.Stop()
 }
 
-// serve launches the server or cluster, reports on the ready descriptor and supervises it
+// supervisorRun launches the server or cluster, reports on the ready descriptor and supervises it
 // until it is told to stop (SIGTERM, SIGINT). A single server that dies ends serve; a
 // replica of a cluster that dies (stopped or killed by hand, or crashed) is recorded as
 // down, and SIGHUP restarts the replicas that are down.
-func serverServeRun(ctx context.Context, o *serverOptions) error {
+func supervisorRun(ctx context.Context, o *supervisorOptions) error {
 	dir, err := o.directory()
 	if err != nil {
 		return err
@@ -121,7 +123,7 @@ func serverServeRun(ctx context.Context, o *serverOptions) error {
 	return err
 }
 
-func (o *serverOptions) launch(ctx context.Context, dir string) (supervised, error) {
+func (o *supervisorOptions) launch(ctx context.Context, dir string) (supervised, error) {
 	opts := append([]launch.Option{
 		launch.WithBinary(o.Binary),
 		launch.WithPort(o.Port),
@@ -139,7 +141,7 @@ func (o *serverOptions) launch(ctx context.Context, dir string) (supervised, err
 }
 
 // state describes s as the state file records it.
-func (o *serverOptions) state(dir string, s supervised, answering bool) ServerJSON {
+func (o *supervisorOptions) state(dir string, s supervised, answering bool) ServerJSON {
 	first := s.replica(0)
 	st := ServerJSON{
 		Running:           true,
@@ -165,7 +167,7 @@ func (o *serverOptions) state(dir string, s supervised, answering bool) ServerJS
 
 // supervise waits for the end: ctx done (stop everything), or the single server's exit. It
 // records the exits of a cluster's replicas and restarts them on SIGHUP.
-func (o *serverOptions) supervise(ctx context.Context, dir string, s supervised, st ServerJSON, hup <-chan os.Signal) error {
+func (o *supervisorOptions) supervise(ctx context.Context, dir string, s supervised, st ServerJSON, hup <-chan os.Signal) error {
 	exited := make(chan *launch.Process, s.replicas())
 	watch := func(p *launch.Process) {
 		go func() {

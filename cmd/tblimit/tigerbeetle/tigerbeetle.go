@@ -168,7 +168,7 @@ tblimit's client. A data file takes about 1.1 GB of disk, a replica about
 		e.set(&f.Global)
 		return e
 	}
-	cmd.AddCommand(newCmdServerUp(env, nil), newCmdServerDown(env, nil), newCmdServerStatus(env, nil), newCmdServerServe(env, nil))
+	cmd.AddCommand(newCmdServerUp(env, nil), newCmdServerDown(env, nil), newCmdServerStatus(env, nil), newCmdSupervisor(env, nil))
 	return cmd
 }
 
