@@ -35,7 +35,22 @@ var (
 	// because after a failed fsync the file's contents are unknown. Close
 	// it and Open the journal again.
 	ErrJournalFailed = errors.New("embedded: journal write failed")
+	// ErrRefused means the File was told to take no more create requests
+	// (Refuse), reads still being served: the process that holds it is
+	// near the end of its memory, say. A call refused so is not applied,
+	// and may be retried when the File takes requests again.
+	ErrRefused = errors.New("embedded: create requests refused")
 )
+
+// refusal is the error of a create request that Refuse turned away.
+type refusal struct{ why error }
+
+func (r *refusal) Error() string { return fmt.Sprintf("%v: %v", ErrRefused, r.why) }
+func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.why} }
+
+// Unavailable reports that the request was not applied, as when a cluster
+// does not answer (package ledger then applies its OnUnavailable).
+func (r *refusal) Unavailable() bool { return true }
 
 // File is an embedded engine kept in an append-only journal file, so that
 // its state outlives the process: provisioning in one process and acquiring
@@ -134,6 +149,11 @@ type File struct {
 	closed    bool
 	records   int
 	recovered *Recovery
+	refused   error // see Refuse
+
+	// Open replayed the journal's first replayed bytes in loaded.
+	replayed int64
+	loaded   time.Duration
 
 	// syncMu is held while the journal is fsynced; synced is the offset up
 	// to which it is known durable (syncMu). Taken before mu, never after.
@@ -206,13 +226,38 @@ func Open(path string, opts ...Option) (*File, error) {
 		real:  real,
 		f:     f,
 	}
+	start := time.Now()
 	if err := j.load(); err != nil {
 		unlockAndClose(f)
 		j.eng.Close()
 		return nil, err
 	}
+	j.replayed, j.loaded = j.end, time.Since(start)
 	j.synced = j.end // what it read is what the file holds
 	return j, nil
+}
+
+// Size returns the journal's length in bytes: what the next Open replays.
+func (j *File) Size() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.end
+}
+
+// Loaded returns how many bytes of journal Open replayed, and how long that
+// took (reading, checking and applying them).
+func (j *File) Loaded() (int64, time.Duration) {
+	return j.replayed, j.loaded
+}
+
+// Refuse makes the File turn away every create request with an error
+// wrapping ErrRefused and why (which says why; its Unavailable method
+// reports true), until Refuse(nil). Reads go on. A request being written
+// when Refuse is called completes.
+func (j *File) Refuse(why error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refused = why
 }
 
 // Path returns the journal's path.
@@ -556,6 +601,8 @@ func (j *File) begin(n int) error {
 		return tb.ErrTooMuchData
 	case j.failed != nil:
 		return j.failed
+	case j.refused != nil && n > 0:
+		return &refusal{j.refused}
 	}
 	return nil
 }

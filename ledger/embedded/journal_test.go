@@ -813,3 +813,50 @@ func TestJournalGroupCommit(t *testing.T) {
 		t.Errorf("reopened: accounts written ahead = %v, %v; want both", found, err)
 	}
 }
+
+// A File told to refuse create requests turns each away, applying nothing,
+// with an error that says it was not applied; reads go on; told to take
+// them again, it does. Size is what the next Open replays.
+func TestJournalRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	j, err := embedded.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Close() }()
+	acct := func(id uint64) []tb.Account {
+		return []tb.Account{{ID: tb.ToUint128(id), Ledger: 1, Code: 1}}
+	}
+	if res, err := j.CreateAccounts(acct(1)); err != nil || len(res) != 1 || res[0].Status != tb.AccountCreated {
+		t.Fatalf("CreateAccounts = %v, %v", res, err)
+	}
+	size := j.Size()
+	why := errors.New("out of room")
+	j.Refuse(why)
+	_, err = j.CreateAccounts(acct(2))
+	var u interface{ Unavailable() bool }
+	if !errors.Is(err, embedded.ErrRefused) || !errors.Is(err, why) || !errors.As(err, &u) || !u.Unavailable() {
+		t.Fatalf("CreateAccounts while refusing = %v, want ErrRefused and the reason, unavailable", err)
+	}
+	if _, err := j.CreateTransfers([]tb.Transfer{{ID: tb.ToUint128(9), DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(1), Ledger: 1, Code: 1}}); !errors.Is(err, embedded.ErrRefused) {
+		t.Fatalf("CreateTransfers while refusing = %v, want ErrRefused", err)
+	}
+	if got, err := j.LookupAccounts([]tb.Uint128{tb.ToUint128(1), tb.ToUint128(2)}); err != nil || len(got) != 1 {
+		t.Fatalf("LookupAccounts while refusing = %v, %v; want account 1 alone", got, err)
+	}
+	if j.Size() != size {
+		t.Fatalf("Size after refusals = %d, want %d: nothing written", j.Size(), size)
+	}
+	j.Refuse(nil)
+	if res, err := j.CreateAccounts(acct(2)); err != nil || len(res) != 1 || res[0].Status != tb.AccountCreated {
+		t.Fatalf("CreateAccounts after Refuse(nil) = %v, %v", res, err)
+	}
+	size = j.Size()
+	j.Close()
+	if j, err = embedded.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if n, took := j.Loaded(); n != size || took <= 0 {
+		t.Fatalf("Loaded = %d, %v; want %d bytes replayed, in some time", n, took, size)
+	}
+}

@@ -231,10 +231,18 @@ func retryEvicted[T any](c *Conn, f func() (T, error)) (T, error) {
 // Unavailable wraps err (a context's error, usually) as ErrUnavailable.
 func Unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
 
+// unapplied is an error of a request that says it was not applied and may
+// be sent again, as one the cluster never answered (the embedded engine's
+// refusals: embedded.ErrRefused).
+type unapplied interface{ Unavailable() bool }
+
 func tbError(err error) error {
+	var u unapplied
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &u) && u.Unavailable():
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, tb.ErrTooMuchData):
 		return fmt.Errorf("%w: %w", ErrTooMany, err)
 	case errors.Is(err, tb.ErrClientClosed), errors.Is(err, tb.ErrClientEvicted),
