@@ -161,3 +161,22 @@ func waitUntil(t *testing.T, cond func() bool, out *lockedBuffer) {
 		}
 	}
 }
+
+// A serve whose process is past its memory bound says so, with what to
+// do, and refuses new decisions rather than growing until the machine
+// kills it: here from the start, so that its rules cannot be loaded.
+func TestServePastMemoryBound(t *testing.T) {
+	e := newRealTimeEnv(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "limits.yaml"), "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
+	// Any process holds more than 64 KiB of live heap.
+	r := e.code(cmdutil.ExitError, "serve", "--config", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "", "--max-memory", "64KiB")
+	for _, want := range []string{"past its bound (--max-memory 64 KiB)", "refusing new decisions", "tblimit tigerbeetle up", "create requests refused"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q: want %q", r.stderr, want)
+		}
+	}
+	if r := e.code(cmdutil.ExitUsage, "serve", "--config", dir, "--max-memory", "lots"); !strings.Contains(r.stderr, `--max-memory "lots": want a size`) {
+		t.Errorf("--max-memory lots: stderr %q", r.stderr)
+	}
+}

@@ -26,10 +26,13 @@ type GlobalOptions struct {
 	Output    string
 	Timeout   time.Duration
 	Verbose   bool
+	MaxMemory string
+
+	maxMemory uint64 // MaxMemory parsed (Prepare)
 }
 
 // EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
-var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout"}
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory"}
 
 // EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
 func EnvName(flag string) string {
@@ -43,6 +46,7 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Data, "data", "", "the embedded engine's data file, used when no --addresses are given (default "+defaultDataHelp()+") [env]")
 	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
 	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
+	fs.StringVar(&g.MaxMemory, "max-memory", "", "the embedded engine's bound on this process's live heap (512MiB, 8GiB; 0: none): warned of from half of it, new decisions refused past it (default half the machine's or cgroup's memory) [env]")
 	fs.BoolVar(&g.Verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
 }
 
@@ -70,6 +74,16 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 		if strings.TrimSpace(a) == "" {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
+	}
+	if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed("max-memory") {
+		return Usagef("--max-memory bounds the embedded engine: with --addresses, there is none (give one or the other)")
+	}
+	if len(g.Addresses) == 0 {
+		bound, err := memoryBound(g.MaxMemory)
+		if err != nil {
+			return Usagef("--max-memory %v", err)
+		}
+		g.maxMemory = bound
 	}
 	return nil
 }
@@ -170,6 +184,11 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	if clock != nil {
 		eopts = append(eopts, embedded.WithClock(clock))
 	}
+	warn := warnTo(stderr)
+	if st, err := os.Stat(path); err == nil && time.Duration(float64(st.Size())/replayRate*float64(time.Second)) > 10*time.Second {
+		fmt.Fprintf(stderr, "tblimit: notice: replaying the journal %s (%s): about %s\n", path, formatBytes(uint64(st.Size())),
+			time.Duration(float64(st.Size())/replayRate*float64(time.Second)).Round(time.Second))
+	}
 	f, err := embedded.Open(path, eopts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
@@ -180,7 +199,11 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	if r := f.Recovered(); r != nil {
 		fmt.Fprintln(stderr, "tblimit: notice:", r)
 	}
-	return ledger.New(f, opts...), f.Close, nil
+	if n, took := f.Loaded(); took > slowStart {
+		warn(fmt.Sprintf("starting took %s, replaying %s of journal; %s", took.Round(time.Second), formatBytes(uint64(n)), useCluster))
+	}
+	stop := newEngineGuard(f, g.maxMemory, warn).start(time.Second)
+	return ledger.New(f, opts...), func() { stop(); f.Close() }, nil
 }
 
 // makeDir creates dir and the directories above it that are missing, and
