@@ -45,7 +45,7 @@ var (
 // refusal is the error of a create request that Refuse turned away.
 type refusal struct{ why error }
 
-func (r *refusal) Error() string { return fmt.Sprintf("%v: %v", ErrRefused, r.why) }
+func (r *refusal) Error() string   { return fmt.Sprintf("%v: %v", ErrRefused, r.why) }
 func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.why} }
 
 // Unavailable reports that the request was not applied, as when a cluster
