@@ -104,7 +104,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 				continue // renewed by another call: try the new lease
 			case <-ctx.Done():
 				// Nothing was sent for this call: no attempt to name.
-				d := c.unanswered(ID{})
+				d := c.unanswered(ID{}, false)
 				if c.unavailable == ReturnError {
 					return d, unavailable(context.Cause(ctx))
 				}
