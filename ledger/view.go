@@ -308,6 +308,10 @@ type report struct {
 	limit, remaining uint64
 	retryAt, resetAt uint64 // see view.retryAt and view.lastReturnAt (t when nothing is in flight)
 	window           uint64 // the view's, for a denial: what untellable means
+	// stamp, when not 0, is the cluster time of an admission an earlier
+	// attempt made (see op.earlier): the Decision's Timestamp, while its
+	// durations count from the instant it is made at.
+	stamp uint64
 }
 
 // report is what v says at t: every decision makes one, from the view's
@@ -336,7 +340,7 @@ func (v *view) denialReport(amount, t uint64) report {
 // is complete); negative when they exceed the limit, and the longest a
 // unit can stay in flight when the view cannot tell.
 func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision {
-	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: t, Limit: r.limit, Remaining: r.remaining,
+	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: cmp.Or(r.stamp, t), Limit: r.limit, Remaining: r.remaining,
 		ResetAfter: time.Duration(r.resetAt - min(r.resetAt, t))}
 	if reason == LimitExceeded {
 		d.RetryAfter = retryAfter(r.retryAt, t, r.window)
