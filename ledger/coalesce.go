@@ -114,13 +114,13 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	switch classify(g.res.Status) {
 	case outAdmitted:
 		at := g.res.Timestamp
-		r := u.v.report(at)
+		var later uint64 // the units of the members after this one, reported as if they came one by one
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
-			amount, _ := u64(o.chain[0].Amount)
-			o.ds1[0] = r.decision(true, Admitted, fromTB(g.t.ID), at) // as if the members had come one by one
+			o.ds1[0] = u.v.spareReport(at, later).decision(true, Admitted, fromTB(g.t.ID), at)
 			o.ds = o.ds1[:]
-			r.remaining += amount
+			amount, _ := u64(o.chain[0].Amount)
+			later += amount
 			c.noteUse(u, now)
 		}
 	case outDenied:

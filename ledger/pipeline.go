@@ -47,8 +47,9 @@ type op struct {
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
 	explain func(t *tb.Transfer, out outcome) error
-	merge   bool // one hold without a caller's ID: coalescing may merge it
-	exact   bool // read the accounts of its holds before answering
+	merge   bool   // one hold without a caller's ID: coalescing may merge it
+	exact   bool   // read the accounts of its holds before answering
+	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
 
 	// The answer.
 	res     []tb.CreateTransferResult // one per transfer of chain
@@ -378,13 +379,14 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 		return v.report(at).decision(false, InsufficientFunds, id, at)
 	case failed && (classify(s.Status) == outDenied || amount > v.available(at)):
 		return v.denialReport(amount, at).decision(false, LimitExceeded, id, at)
+	case failed: // it would have fitted: another part of the chain failed
+		return v.report(at).decision(false, Admitted, id, at)
 	}
-	// Admitted, or (failed) it would have fitted: another part of the chain failed.
-	r := v.report(at)
+	r := v.spareReport(at, o.spare)
 	if o.earlier {
 		r.stamp = o.earlierTS()
 	}
-	return r.decision(!failed, Admitted, id, at)
+	return r.decision(true, Admitted, id, at)
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
