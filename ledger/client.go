@@ -224,7 +224,3 @@ func (c *Client) lookupAccount(ctx context.Context, id ID) (tb.Account, bool, er
 
 // BatchMax is the most events one TigerBeetle request carries.
 const BatchMax = conn.BatchMax
-
-func accountStatusError(i int, s tb.CreateAccountStatus) error {
-	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
-}

@@ -177,14 +177,6 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	return d, nil
 }
 
-// first returns ds[0], or a zero Decision.
-func first(ds []Decision) Decision {
-	if len(ds) == 0 {
-		return Decision{}
-	}
-	return ds[0]
-}
-
 // renewal returns the op that ends l (giving its unused units back) and
 // takes a new lease, sized from recent demand, for req; and that size. A
 // lease of exactly what the call asks takes it all or is denied, as any

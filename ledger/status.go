@@ -62,8 +62,16 @@ func classifyEnd(s tb.CreateTransferStatus) ending {
 	return endUnexpected
 }
 
+// transferStatusError is the error of status s of event i of a
+// create_transfers that no outcome of ours covers.
 func transferStatusError(i int, s tb.CreateTransferStatus) error {
 	return &StatusError{Op: "create_transfers", Index: i, Status: s.String(), Code: uint32(s)}
+}
+
+// accountStatusError is the error of status s of event i of a
+// create_accounts that no outcome of ours covers.
+func accountStatusError(i int, s tb.CreateAccountStatus) error {
+	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
 }
 
 // accountExistsDifferently reports whether s says that an account with
