@@ -26,11 +26,12 @@ import (
 // transfer that admitted it, so at most the limit is admitted in any
 // window, as without it.
 //
-// It applies to Acquire of one hold without a Request.ID or Ref. Such a
-// call whose answer is lost (ErrUnavailable) has no ID to be retried by
-// (AttemptID reports none): it may have been admitted by a transfer shared
-// with others, so a retry is a new request. Give calls an ID when a retry
-// must not count twice.
+// It applies to Acquire, and AcquireAll of one part, without a Request.ID
+// or Ref; not with WithExactDecisions, nor to the calls WithLeases serves
+// or renews (see New). Such a call whose answer is lost (ErrUnavailable)
+// has no ID to be retried by (AttemptID reports none): it may have been
+// admitted by a transfer shared with others, so a retry is a new request.
+// Give calls an ID when a retry must not count twice.
 func WithCoalescing(wait time.Duration) Option {
 	return func(c *Client) { c.coalesce, c.gather = true, wait }
 }
