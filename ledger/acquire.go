@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -149,6 +148,15 @@ func (d Decision) ResetIn() time.Duration {
 	return d.ResetAfter
 }
 
+// first returns ds[0], or a zero Decision: the Decision of a call of one
+// part, or none beside its error.
+func first(ds []Decision) Decision {
+	if len(ds) == 0 {
+		return Decision{}
+	}
+	return ds[0]
+}
+
 // attemptError carries the ID of an attempt whose answer was lost.
 type attemptError struct {
 	id  ID
@@ -166,16 +174,6 @@ func AttemptID(err error) (ID, bool) {
 		return ae.id, true
 	}
 	return ID{}, false
-}
-
-func validAmount(amount uint64) error {
-	if amount == 0 {
-		return fmt.Errorf("%w: 0 units", ErrInvalidAmount)
-	}
-	if amount > math.MaxInt64 {
-		return fmt.Errorf("%w: %d units is more than %d", ErrInvalidAmount, amount, uint64(math.MaxInt64))
-	}
-	return nil
 }
 
 // Acquire takes req.Amount units of r for req.User: one pending transfer

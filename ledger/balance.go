@@ -30,12 +30,6 @@ func balanceOf(a tb.Account) (balance, error) {
 	return balance{Limit: limit, InFlight: pending, Available: limit - pending}, nil
 }
 
-// u64 returns v if it fits in 64 bits.
-func u64(v tb.Uint128) (uint64, bool) {
-	lo, hi := v.Uint64()
-	return lo, hi == 0
-}
-
 // flight is one pending transfer out of a user's account: units in flight.
 type flight struct {
 	id      ID

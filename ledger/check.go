@@ -117,7 +117,7 @@ func (c *Client) unansweredChecks(n int, err error) ([]Decision, error) {
 	}
 	ds := make([]Decision, n)
 	for i := range ds {
-		ds[i] = c.unanswered(ID{})
+		ds[i] = c.unanswered(ID{}, false)
 	}
 	if c.unavailable == ReturnError {
 		return ds, err

@@ -144,8 +144,10 @@ func WithExactDecisions() Option { return func(c *Client) { c.exact = true } }
 // New returns a Client that keeps limits through c. Close does not close c.
 //
 // WithCoalescing and WithLeases may be given together: a call is served
-// from its user's lease when it can be, and the calls that go to the
-// cluster (renewals of leases included) are merged by coalescing.
+// from its user's lease when it can be, and renews the lease otherwise,
+// with a transfer of its own (renewals are never merged). Coalescing then
+// merges only the calls leases leave to it: AcquireAll of one part, without
+// a Request.ID or Ref.
 func New(c tb.Client, opts ...Option) *Client {
 	cl := &Client{conn: conn.New(c), now: time.Now, maxWaiting: 1 << 16}
 	cl.reads.budget, cl.reads.scanBudget = 1, 1 // the first read and scan need not wait
@@ -224,7 +226,3 @@ func (c *Client) lookupAccount(ctx context.Context, id ID) (tb.Account, bool, er
 
 // BatchMax is the most events one TigerBeetle request carries.
 const BatchMax = conn.BatchMax
-
-func accountStatusError(i int, s tb.CreateAccountStatus) error {
-	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
-}

@@ -26,11 +26,12 @@ import (
 // transfer that admitted it, so at most the limit is admitted in any
 // window, as without it.
 //
-// It applies to Acquire of one hold without a Request.ID or Ref. Such a
-// call whose answer is lost (ErrUnavailable) has no ID to be retried by
-// (AttemptID reports none): it may have been admitted by a transfer shared
-// with others, so a retry is a new request. Give calls an ID when a retry
-// must not count twice.
+// It applies to Acquire, and AcquireAll of one part, without a Request.ID
+// or Ref; not with WithExactDecisions, nor to the calls WithLeases serves
+// or renews (see New). Such a call whose answer is lost (ErrUnavailable)
+// has no ID to be retried by (AttemptID reports none): it may have been
+// admitted by a transfer shared with others, so a retry is a new request.
+// Give calls an ID when a retry must not count twice.
 func WithCoalescing(wait time.Duration) Option {
 	return func(c *Client) { c.coalesce, c.gather = true, wait }
 }
@@ -114,13 +115,13 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	switch classify(g.res.Status) {
 	case outAdmitted:
 		at := g.res.Timestamp
-		r := u.v.report(at)
+		var later uint64 // the units of the members after this one, reported as if they came one by one
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
-			amount, _ := u64(o.chain[0].Amount)
-			o.ds1[0] = r.decision(true, Admitted, fromTB(g.t.ID), at) // as if the members had come one by one
+			o.ds1[0] = u.v.spareReport(at, later).decision(true, Admitted, fromTB(g.t.ID), at)
 			o.ds = o.ds1[:]
-			r.remaining += amount
+			amount, _ := u64(o.chain[0].Amount)
+			later += amount
 			c.noteUse(u, now)
 		}
 	case outDenied:

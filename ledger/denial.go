@@ -28,6 +28,11 @@ func (c *Client) denyPublished(u *user, amount uint64, leased bool, plan uint64)
 // decisions are appended to ds. Otherwise it reports whether every user
 // was seen provisioned under the lock it took anyway, so that the
 // decision need not take it again to tell (see sight).
+//
+// A decision sent takes each user's lock once more, to settle: the answer
+// comes a round trip later, and holding the lock across it would queue the
+// user's other calls (and coalescing's merge, which reads the view) behind
+// the cluster.
 func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) (_ []Decision, denied, provisioned bool) {
 	if len(parts) == 1 {
 		if d, ok := c.denyPublished(us[0], parts[0].Request.Amount, false, parts[0].Request.Limit); ok {

@@ -44,12 +44,16 @@ package ledger
 
 // For a maintainer, where things are:
 //   - What a decision reports (Limit, Remaining, RetryAfter, ResetAfter):
-//     report in view.go, the one constructor of a decided Decision; the
-//     HTTP fields made of it are written in one place in package recipes
+//     report in view.go, made by the view's methods; report.decision is
+//     the one constructor of a Decision, on every path (sent, denied
+//     locally, leased, coalesced, paid, unanswered, checked); the HTTP
+//     fields made of it are written in one place in package recipes
 //     (writeRateLimit, from Result.items).
-//   - What a TigerBeetle status means, in status.go: classify (holds of
-//     decisions), classifyEnd (posts and voids), accountExistsDifferently
-//     (accounts).
+//   - What a TigerBeetle status means, in status.go only: classify (holds
+//     of decisions, payments, funds), classifyEnd (posts and voids),
+//     accountMade, accountNew and accountExistsDifferently (accounts),
+//     classifyCredit, limitStepApplied and classifyCarry; a status none of
+//     them expects becomes a StatusError there.
 //   - A decision's way: decide.go (the retry loop), markers.go (request
 //     IDs), lazy.go (users provisioned by their first decisions, in the
 //     pipeline: one create_accounts per batch ahead of its create, which

@@ -104,7 +104,7 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 				continue // renewed by another call: try the new lease
 			case <-ctx.Done():
 				// Nothing was sent for this call: no attempt to name.
-				d := c.unanswered(ID{})
+				d := c.unanswered(ID{}, false)
 				if c.unavailable == ReturnError {
 					return d, unavailable(context.Cause(ctx))
 				}
@@ -126,8 +126,7 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
 		l.used += amount
 		c.leaseAdmissions.Add(1)
-		r := report{limit: u.v.limit, remaining: u.v.available(t) + l.granted - l.used, resetAt: t + uint64(u.res.Window)}
-		return r.decision(true, Admitted, fromTB(l.hold.ID), t), true
+		return u.v.leaseReport(t, l.granted-l.used).decision(true, Admitted, fromTB(l.hold.ID), t), true
 	}
 	if u.v.deny(amount, t, now) {
 		c.localDenials.add(1)
@@ -172,19 +171,10 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	// count its demand took when lock withdrew the last one, goes, so that
 	// only users denied lately keep one.
 	l.asked = nil
-	d.Remaining += size - h.Request.Amount
 	if size > h.Request.Amount {
 		c.scheduleEnd(u, l.hold.ID) // a lease of exactly the call's units has nothing to give back
 	}
 	return d, nil
-}
-
-// first returns ds[0], or a zero Decision.
-func first(ds []Decision) Decision {
-	if len(ds) == 0 {
-		return Decision{}
-	}
-	return ds[0]
 }
 
 // renewal returns the op that ends l (giving its unused units back) and
@@ -225,6 +215,7 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) (*
 	}
 	size = max(size, req.Amount)
 	o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
+	o.spare = size - req.Amount
 	return o, size
 }
 

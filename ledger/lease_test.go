@@ -257,3 +257,27 @@ func leaseSizedByDeniedDemand(t *testing.T, b *testenv.Backend, w time.Duration)
 	}
 	return true
 }
+
+// A lease's units that no call has yet count as remaining, in the decision
+// that renewed it and in those it serves: every decision says what a call
+// without leases would.
+func TestLeaseDecisionsCountItsUnusedUnitsRemaining(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		const limit, maxUnits = 10, 5
+		c := ledger.New(b.Client, ledger.WithLeases(ledger.Leases{Lifetime: time.Hour, MaxUnits: maxUnits}))
+		r := ledger.Resource{Name: "r", Ledger: b.NewLedger(), Kind: ledger.KindRequests, Window: time.Hour, DefaultLimit: limit, Lazy: true}
+		if err := c.CreateResource(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		for i := range limit + 1 {
+			d := acquire(t, c, r, "u", 1)
+			if want := uint64(limit - min(i+1, limit)); d.Allowed != (i < limit) || d.Remaining != want {
+				t.Fatalf("call %d: Acquire(1) = %+v, want allowed %v, remaining %d", i, d, i < limit, want)
+			}
+		}
+		// The first lease is of the first call's unit, the next of maxUnits.
+		if n := c.Stats().LeaseAdmissions; n < maxUnits-1 {
+			t.Fatalf("%d calls admitted from leases, want at least %d", n, maxUnits-1)
+		}
+	})
+}

@@ -74,44 +74,86 @@ func (c *Client) Migrate(ctx context.Context, from, to Resource, key string, lim
 // on to allow.
 func (c *Client) carry(ctx context.Context, to Resource, key string, flights []Flight) (n int, units uint64, err error) {
 	now := c.now()
+	live := returnAfter(flights, now)
+	if len(live) == 0 {
+		return 0, 0, nil
+	}
+	slices.SortFunc(live, func(a, b Flight) int { return b.Returns.Compare(a.Returns) }) // the latest first
+	left, err := c.uncarried(ctx, to, live)
+	if err != nil {
+		return 0, 0, err
+	}
+	u, err := c.Inspect(ctx, to, key) // counts what was carried already
+	if err != nil {
+		return 0, 0, err
+	}
+	ts := carries(to, key, left, u.Available, now)
+	if len(ts) == 0 {
+		return 0, 0, nil
+	}
+	res, err := c.conn.CreateTransfers(ctx, ts)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, units, err = carried(key, ts, res)
+	c.users.forget(to.Ledger, key) // units in flight this Client did not take
+	return n, units, err
+}
+
+// returnAfter returns the flights that return after now.
+func returnAfter(flights []Flight, now time.Time) []Flight {
 	live := flights[:0:0]
 	for _, f := range flights {
 		if f.Returns.After(now) {
 			live = append(live, f)
 		}
 	}
-	if len(live) == 0 {
-		return 0, 0, nil
-	}
-	carryID := func(f Flight) tb.Uint128 { return derive(roleCarry, to.Ledger, string(f.ID[:])).tb() }
-	ids := make([]tb.Uint128, len(live))
-	for i, f := range live {
-		ids[i] = carryID(f)
+	return live
+}
+
+// carryID is the ID of the hold that carries flight f to resource to.
+func carryID(to Resource, f Flight) tb.Uint128 {
+	return derive(roleCarry, to.Ledger, string(f.ID[:])).tb()
+}
+
+// uncarried returns the flights that no hold on to carries yet, in their
+// order, from one lookup of their carrying holds.
+func (c *Client) uncarried(ctx context.Context, to Resource, flights []Flight) ([]Flight, error) {
+	ids := make([]tb.Uint128, len(flights))
+	for i, f := range flights {
+		ids[i] = carryID(to, f)
 	}
 	found, err := c.conn.LookupTransfers(ctx, ids)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	done := map[tb.Uint128]bool{}
 	for _, t := range found {
 		done[t.ID] = true
 	}
-	u, err := c.Inspect(ctx, to, key) // counts what was carried already
-	if err != nil {
-		return 0, 0, err
+	var left []Flight
+	for _, f := range flights {
+		if !done[carryID(to, f)] {
+			left = append(left, f)
+		}
 	}
-	budget := u.Available
-	slices.SortFunc(live, func(a, b Flight) int { return b.Returns.Compare(a.Returns) })
+	return left, nil
+}
+
+// carries returns the holds on to that carry flights of user key at now,
+// in their order, within budget units: each a pending transfer that
+// returns, to the second, when its flight does (never earlier).
+func carries(to Resource, key string, flights []Flight, budget uint64, now time.Time) []tb.Transfer {
 	var ts []tb.Transfer
-	for _, f := range live {
-		if done[carryID(f)] || budget == 0 {
-			continue
+	for _, f := range flights {
+		if budget == 0 {
+			break
 		}
 		amount := min(f.Amount, budget)
 		budget -= amount
 		secs := uint32(min((f.Returns.Sub(now)+time.Second-1)/time.Second, time.Duration(1<<32-1)))
 		ts = append(ts, tb.Transfer{
-			ID:              carryID(f),
+			ID:              carryID(to, f),
 			DebitAccountID:  UserID(to.Ledger, key).tb(),
 			CreditAccountID: OperatorID(to.Ledger).tb(),
 			Amount:          tb.ToUint128(amount),
@@ -122,13 +164,13 @@ func (c *Client) carry(ctx context.Context, to Resource, key string, flights []F
 			Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
 		})
 	}
-	if len(ts) == 0 {
-		return 0, 0, nil
-	}
-	res, err := c.conn.CreateTransfers(ctx, ts)
-	if err != nil {
-		return 0, 0, err
-	}
+	return ts
+}
+
+// carried counts the holds ts that res says were carried, and their units;
+// a hold another process carried, or whose room it took, at once is no
+// error.
+func carried(key string, ts []tb.Transfer, res []tb.CreateTransferResult) (n int, units uint64, err error) {
 	var errs []error
 	for i, s := range res {
 		switch carried, raced := classifyCarry(s.Status); {
@@ -142,6 +184,5 @@ func (c *Client) carry(ctx context.Context, to Resource, key string, flights []F
 			errs = append(errs, fmt.Errorf("ledger: carry a hold of %q: %w", key, transferStatusError(i, s.Status)))
 		}
 	}
-	c.users.forget(to.Ledger, key) // units in flight this Client did not take
 	return n, units, errors.Join(errs...)
 }

@@ -71,9 +71,6 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 	o.seen = seen
 	ds, err := c.decide(ctx, o, []Part{limit})
 	d := first(ds)
-	if err == nil && !d.Allowed && o.paymentDenied() {
-		d.Reason, d.RetryAfter = InsufficientFunds, 0 // waiting does not bring money
-	}
 	if err == nil && d.Allowed && o.earlier && !p.ID.IsZero() {
 		// An unnamed payment found applied is this call's own, resent
 		// (after an eviction, say): its transfers' IDs are new. A named one

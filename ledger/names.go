@@ -74,70 +74,87 @@ func nameChunk(a tb.Account) []byte {
 // longKeys reads the keys of the user accounts owners on ledger from their
 // name accounts, checked against each account's ID (idOf derives it from a
 // key). An owner without name accounts (a key of at most 16 bytes, or an
-// account made before keys were kept) is left out.
+// account made before keys were kept) is left out. It makes a lookup for
+// the first name account of every owner, and one for the rest.
 func (c *Client) longKeys(ctx context.Context, ledger uint32, owners []ID, idOf func(key string) ID) (map[ID]string, error) {
 	out := map[ID]string{}
 	if len(owners) == 0 {
 		return out, nil
 	}
+	names := map[ID]tb.Account{} // the name accounts read, by ID
 	firsts := make([]ID, len(owners))
 	for i, o := range owners {
 		firsts[i] = nameID(ledger, o, 0)
 	}
-	found, err := c.lookupAccounts(ctx, firsts)
-	if err != nil {
+	if err := c.readNames(ctx, firsts, names); err != nil {
 		return nil, err
 	}
-	byID := map[ID]tb.Account{}
+	keys, rest := startKeys(ledger, owners, names)
+	if len(rest) > 0 {
+		if err := c.readNames(ctx, rest, names); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range keys {
+		if key, ok := k.finish(ledger, names); ok && idOf(key) == k.owner {
+			out[k.owner] = key
+		}
+	}
+	return out, nil
+}
+
+// longKey is a key being read from its name accounts.
+type longKey struct {
+	owner ID     // its user account
+	key   []byte // what its first name account holds of it
+	want  int    // its length
+}
+
+// readNames looks up the name accounts ids and adds those found to names.
+func (c *Client) readNames(ctx context.Context, ids []ID, names map[ID]tb.Account) error {
+	found, err := c.lookupAccounts(ctx, ids)
+	if err != nil {
+		return err
+	}
 	for _, a := range found {
-		byID[fromTB(a.ID)] = a
+		names[fromTB(a.ID)] = a
 	}
-	type partial struct {
-		owner ID
-		key   []byte
-		want  int
-	}
-	var parts []partial
-	var rest []ID
+	return nil
+}
+
+// startKeys starts the keys of owners from their first name accounts,
+// found in names, and returns them with the IDs of the name accounts that
+// hold the rest. An owner whose first name account is missing, or says its
+// key is longer than MaxKeyLen, is left out.
+func startKeys(ledger uint32, owners []ID, names map[ID]tb.Account) (keys []longKey, rest []ID) {
 	for _, o := range owners {
-		a, ok := byID[nameID(ledger, o, 0)]
+		a, ok := names[nameID(ledger, o, 0)]
 		if !ok || a.Code != codeKeyName || a.Ledger != ledger {
 			continue
 		}
 		chunk := nameChunk(a)
-		p := partial{owner: o, want: int(binary.LittleEndian.Uint32(chunk[:4])), key: chunk[4:]}
-		if p.want > MaxKeyLen {
+		k := longKey{owner: o, want: int(binary.LittleEndian.Uint32(chunk[:4])), key: chunk[4:]}
+		if k.want > MaxKeyLen {
 			continue
 		}
-		for i := 1; len(p.key)+(i-1)*nameBytes < p.want; i++ {
+		for i := 1; len(k.key)+(i-1)*nameBytes < k.want; i++ {
 			rest = append(rest, nameID(ledger, o, i))
 		}
-		parts = append(parts, p)
+		keys = append(keys, k)
 	}
-	if len(rest) > 0 {
-		more, err := c.lookupAccounts(ctx, rest)
-		if err != nil {
-			return nil, err
+	return keys, rest
+}
+
+// finish returns k whole, from its name accounts after the first, found in
+// names; false if one is missing.
+func (k longKey) finish(ledger uint32, names map[ID]tb.Account) (string, bool) {
+	key := k.key
+	for i := 1; len(key) < k.want; i++ {
+		a, ok := names[nameID(ledger, k.owner, i)]
+		if !ok {
+			return "", false
 		}
-		for _, a := range more {
-			byID[fromTB(a.ID)] = a
-		}
+		key = append(key, nameChunk(a)...)
 	}
-	for _, p := range parts {
-		key := p.key
-		for i := 1; len(key) < p.want; i++ {
-			a, ok := byID[nameID(ledger, p.owner, i)]
-			if !ok {
-				break
-			}
-			key = append(key, nameChunk(a)...)
-		}
-		if len(key) < p.want {
-			continue
-		}
-		if k := string(key[:p.want]); idOf(k) == p.owner {
-			out[p.owner] = k
-		}
-	}
-	return out, nil
+	return string(key[:k.want]), true
 }

@@ -47,8 +47,9 @@ type op struct {
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
 	explain func(t *tb.Transfer, out outcome) error
-	merge   bool // one hold without a caller's ID: coalescing may merge it
-	exact   bool // read the accounts of its holds before answering
+	merge   bool   // one hold without a caller's ID: coalescing may merge it
+	exact   bool   // read the accounts of its holds before answering
+	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
 
 	// The answer.
 	res     []tb.CreateTransferResult // one per transfer of chain
@@ -315,18 +316,10 @@ func (c *Client) settle(o *op, now int64) {
 		}
 	}
 	for _, e := range o.events {
-		t, s := &o.chain[e.i], o.res[e.i]
 		e.u.lock()
-		c.learn(e.u, t, s, now)
+		c.learn(e.u, &o.chain[e.i], o.res[e.i], now)
 		if e.decide && decided {
-			d := describe(&e.u.v, t, s, failed)
-			if !o.key.IsZero() {
-				d.ID = o.key // a request with an ID is known by it
-			}
-			if earlier {
-				d.Timestamp = o.earlierTS()
-			}
-			o.ds = append(o.ds, d)
+			o.ds = append(o.ds, o.describe(e, failed))
 		}
 		c.noteUse(e.u, now)
 		e.u.mu.Unlock()
@@ -369,16 +362,31 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 	}
 }
 
-// describe is the Decision for hold t of a chain whose result is s (failed:
-// whether the chain failed), from u's view just after it. u.mu is held.
-func describe(v *view, t *tb.Transfer, s tb.CreateTransferResult, failed bool) Decision {
+// describe is the Decision for o's deciding hold e, from its user's view
+// just after o's answer (failed: whether o's chain failed; o.earlier set).
+// A request with a caller's ID is known by it, and an admission an earlier
+// attempt made by that attempt's timestamp. e.u.mu is held.
+func (o *op) describe(e opEvent, failed bool) Decision {
+	t, s, v := &o.chain[e.i], o.res[e.i], &e.u.v
 	amount, _ := u64(t.Amount)
 	at := s.Timestamp
-	if failed && (classify(s.Status) == outDenied || amount > v.available(at)) {
-		return v.denialReport(amount, at).decision(false, LimitExceeded, fromTB(t.ID), at)
+	id := fromTB(t.ID)
+	if !o.key.IsZero() {
+		id = o.key
 	}
-	// Admitted, or (failed) it would have fitted: another part of the chain failed.
-	return v.report(at).decision(!failed, Admitted, fromTB(t.ID), at)
+	switch {
+	case failed && o.payment && o.paymentDenied():
+		return v.report(at).decision(false, InsufficientFunds, id, at)
+	case failed && (classify(s.Status) == outDenied || amount > v.available(at)):
+		return v.denialReport(amount, at).decision(false, LimitExceeded, id, at)
+	case failed: // it would have fitted: another part of the chain failed
+		return v.report(at).decision(false, Admitted, id, at)
+	}
+	r := v.spareReport(at, o.spare)
+	if o.earlier {
+		r.stamp = o.earlierTS()
+	}
+	return r.decision(true, Admitted, id, at)
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is

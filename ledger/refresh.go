@@ -223,10 +223,8 @@ func (c *Client) redescribe(o *op) {
 			continue
 		}
 		e.u.lock()
-		d := describe(&e.u.v, &o.chain[e.i], o.res[e.i], failed)
+		o.ds[k] = o.describe(e, failed)
 		e.u.mu.Unlock()
-		d.ID, d.Timestamp = o.ds[k].ID, o.ds[k].Timestamp
-		o.ds[k] = d
 		k++
 	}
 }

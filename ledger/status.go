@@ -4,17 +4,20 @@ import tb "github.com/tigerbeetle/tigerbeetle-go"
 
 // outcome is what a create result means for a decision. TigerBeetle's
 // statuses are read in this file only, one function per meaning: the
-// holds of decisions through classify (the pipeline, coalescing, a chain
-// sent again), posts and voids of holds through classifyEnd, accounts
-// through accountMade and accountExistsDifferently, a user's credit
-// through classifyCredit, a step of SetLimit through limitStepApplied, a
-// hold carried to a new resource through classifyCarry.
+// holds of decisions, payments and funds through classify (the pipeline,
+// coalescing, a chain sent again), posts and voids of holds through
+// classifyEnd, accounts through accountMade, accountNew and
+// accountExistsDifferently, a user's credit through classifyCredit, a
+// step of SetLimit (a raise, a lowering, or posts of holds) through
+// limitStepApplied, a hold carried to a new resource through
+// classifyCarry. A status that means none of ours becomes a StatusError
+// (transferStatusError, accountStatusError).
 type outcome uint8
 
 // classify turns a transfer's status into what it means for a decision.
-// TransferExists does not reach it from the pipeline (package conn folds it
-// into TransferCreated, a retry of an applied transfer); it is classified
-// all the same, as admitted, for a caller that reads results unfolded.
+// TransferExists does not reach it (package conn folds it into
+// TransferCreated, a retry of an applied transfer, for every create of
+// transfers); it is classified all the same, as admitted.
 func classify(s tb.CreateTransferStatus) outcome {
 	switch s {
 	case tb.TransferCreated, tb.TransferExists:
@@ -44,8 +47,9 @@ func classify(s tb.CreateTransferStatus) outcome {
 type ending uint8
 
 // classifyEnd turns the status of a post or void of a hold into what it
-// means: every post and void this package sends (Commit, Cancel, Reset,
-// a lease's give-back) is read through it.
+// means: the posts and voids of Commit, Cancel, Reset and a lease's
+// give-back are read through it (SetLimit's posts are steps of it, read
+// through limitStepApplied).
 func classifyEnd(s tb.CreateTransferStatus) ending {
 	switch s {
 	case tb.TransferCreated, tb.TransferExists:
@@ -62,8 +66,16 @@ func classifyEnd(s tb.CreateTransferStatus) ending {
 	return endUnexpected
 }
 
+// transferStatusError is the error of status s of event i of a
+// create_transfers that no outcome of ours covers.
 func transferStatusError(i int, s tb.CreateTransferStatus) error {
 	return &StatusError{Op: "create_transfers", Index: i, Status: s.String(), Code: uint32(s)}
+}
+
+// accountStatusError is the error of status s of event i of a
+// create_accounts that no outcome of ours covers.
+func accountStatusError(i int, s tb.CreateAccountStatus) error {
+	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
 }
 
 // accountExistsDifferently reports whether s says that an account with

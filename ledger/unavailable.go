@@ -17,13 +17,10 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 	var ds []Decision
 	for _, e := range o.events {
 		if e.decide {
-			ds = append(ds, c.unanswered(name))
+			ds = append(ds, c.unanswered(name, o.payment))
 		}
 	}
 	if c.unavailable == ReturnError || o.payment {
-		for i := range ds {
-			ds[i].Allowed = false // a payment is never made open
-		}
 		if name.IsZero() {
 			return ds, err
 		}
@@ -34,7 +31,8 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 
 // unanswered is the Decision for a call the cluster did not answer (id:
 // the attempt's name, zero if it has none): what the Client's OnUnavailable
-// makes of it.
-func (c *Client) unanswered(id ID) Decision {
-	return Decision{Allowed: c.unavailable == FailOpen, Reason: Unavailable, ID: id}
+// makes of it, but a payment is never made open. Nothing was learnt of the
+// user: it reports no numbers, and no Timestamp.
+func (c *Client) unanswered(id ID, payment bool) Decision {
+	return report{}.decision(c.unavailable == FailOpen && !payment, Unavailable, id, 0)
 }

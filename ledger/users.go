@@ -190,10 +190,10 @@ func (us *users) provisioned(r Resource, key string) {
 	u.mu.Unlock()
 }
 
-// knownLimit records that this Client set user key's limit on r to limit on
-// a fresh account (fresh: nothing can be in flight yet), so that its view
-// is complete.
-// now is this Client's clock.
+// knownLimit records that this Client set user key's limit on r to limit.
+// On a fresh account (nothing can be in flight yet) the view counts as read
+// at now (this Client's clock); on another, units this Client did not take
+// may be in flight, and the view is stale until a read.
 func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
 	u := us.get(r, key)
 	u.lock()

@@ -302,12 +302,20 @@ func (v *view) deny(amount, t uint64, now int64) bool {
 // the units asked return (retryAt, for a denial) and when all of them have
 // (resetAt), as instants, so that a report can be kept and read later (a
 // published denial keeps one). It is the one place where a Decision's
-// Limit, Remaining, RetryAfter and ResetAfter are worked out: view.report
-// makes one, report.decision makes the Decision.
+// Limit, Remaining, RetryAfter and ResetAfter are worked out: the view
+// makes one (report; denialReport for a denial; spareReport for units taken
+// beyond a call's, a lease's or a merged transfer's; leaseReport for a call
+// a lease served), and report.decision makes every Decision from it, on
+// every path: sent, denied locally, leased, coalesced, paid, unanswered
+// (an empty report) and checked.
 type report struct {
 	limit, remaining uint64
 	retryAt, resetAt uint64 // see view.retryAt and view.lastReturnAt (t when nothing is in flight)
 	window           uint64 // the view's, for a denial: what untellable means
+	// stamp, when not 0, is the cluster time of an admission an earlier
+	// attempt made (see op.earlier): the Decision's Timestamp, while its
+	// durations count from the instant it is made at.
+	stamp uint64
 }
 
 // report is what v says at t: every decision makes one, from the view's
@@ -329,14 +337,35 @@ func (v *view) denialReport(amount, t uint64) report {
 	return r
 }
 
-// decision is the Decision r reports at cluster time t, for the transfer
-// id (zero when none was sent). RetryAfter is set for LimitExceeded: how
-// long after t the units will have returned, from the holds known and, for
-// the unknown units, the latest instant they return (exact when the view
-// is complete); negative when they exceed the limit, and the longest a
-// unit can stay in flight when the view cannot tell.
+// spareReport is v's report at t of an admission whose units were taken
+// with spare more that no call has yet, though they are in flight: a
+// lease's beyond the call that renewed it, which the lease hands out later,
+// or a merged transfer's for the calls merged after this one (each call is
+// reported as if they had come one by one). They count as remaining.
+func (v *view) spareReport(t, spare uint64) report {
+	r := v.report(t)
+	r.remaining += spare
+	return r
+}
+
+// leaseReport is v's report at t of a call a lease served, with unused of
+// the lease's units left after it: they count as remaining. It says that
+// every unit is back one window after t, by when every hold taken up to t
+// has returned (but for a re-hold's extra second): the lease's, which
+// this Client took, among them. That needs no look at the holds.
+func (v *view) leaseReport(t, unused uint64) report {
+	return report{limit: v.limit, remaining: v.available(t) + unused, resetAt: t + v.window}
+}
+
+// decision is the Decision r reports at cluster time t, from which its
+// durations count and which dates it unless r.stamp does; id names the
+// request (see Decision.ID), zero when nothing does. RetryAfter is set for
+// LimitExceeded: how long after t the units will have returned, from the
+// holds known and, for the unknown units, the latest instant they return
+// (exact when the view is complete); negative when they exceed the limit,
+// and the longest a unit can stay in flight when the view cannot tell.
 func (r report) decision(allowed bool, reason Reason, id ID, t uint64) Decision {
-	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: t, Limit: r.limit, Remaining: r.remaining,
+	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: cmp.Or(r.stamp, t), Limit: r.limit, Remaining: r.remaining,
 		ResetAfter: time.Duration(r.resetAt - min(r.resetAt, t))}
 	if reason == LimitExceeded {
 		d.RetryAfter = retryAfter(r.retryAt, t, r.window)
@@ -394,7 +423,7 @@ func (v *view) retryAt(amount, t uint64) uint64 {
 }
 
 // retryAfter is how long after t retry instant at is, for a user of a
-// resource whose window is window (see view.retryAfter).
+// resource whose window is window (see view.retryAt).
 func retryAfter(at, t, window uint64) time.Duration {
 	switch at {
 	case never:
