@@ -128,7 +128,7 @@ func resultOf(domain string, amounts []uint64, descriptors []descriptor, resp *r
 			continue
 		}
 		p := recipes.PolicyResult{Limiter: domain, Policy: lim.GetName(), Unit: recipes.Requests,
-			Window: Unit(lim.GetUnit()).Window(), Amount: amounts[i]}
+			Window: TimeUnit(lim.GetUnit()).Window(), Amount: amounts[i]}
 		if d := descriptors[i].entries; len(d) > 0 {
 			p.Key = d[len(d)-1].Value
 			if p.Policy == "" {

@@ -231,7 +231,7 @@ func (s *Service) newRule(ctx context.Context, r *Rule) (*rule, error) {
 // from the spec's SHA-256 (ledgers from 2^31 up, clear of those people
 // number by hand), its default limit is 0 (every decision gives the user
 // the rule's limit, so that a reload changes no definition).
-func resourceOf(spec string, u Unit) ledger.Resource {
+func resourceOf(spec string, u TimeUnit) ledger.Resource {
 	sum := sha256.Sum256([]byte(spec))
 	name := "rl" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:7]))[:10]
 	return ledger.Resource{Name: name, Ledger: 1<<31 | binary.BigEndian.Uint32(sum[8:12])&^(1<<31),
@@ -254,7 +254,7 @@ func (s *Service) override(ctx context.Context, domain string, entries []Entry, 
 	if raw < 1 || raw > 7 {
 		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", raw)
 	}
-	u := Unit(raw)
+	u := TimeUnit(raw)
 	spec := domain + "\x00override"
 	key := domain
 	for _, e := range entries {
