@@ -24,26 +24,26 @@ func newDecider(c *ledger.Client, name string, o options) decider {
 	return decider{name: name, c: c, options: o, sleep: sleepCtx}
 }
 
-// part is one limiter of a decision, the key it decides for, what it
+// member is one limiter of a decision, the key it decides for, what it
 // takes and, when not nil, the limits that override the key's plan.
-type part struct {
+type member struct {
 	l      *Limiter
 	key    string
 	cost   Cost
 	limits Plan
 }
 
-// decide decides parts as one chain and tells the observer.
-func (d *decider) decide(ctx context.Context, parts []part) (Result, error) {
+// decide decides members as one chain and tells the observer.
+func (d *decider) decide(ctx context.Context, members []member) (Result, error) {
 	start := time.Now()
-	res, err := d.chain(ctx, parts)
+	res, err := d.chain(ctx, members)
 	if d.observer != nil {
 		d.observer.ObserveResult(Event{Limiter: d.name, Result: res, Err: err, Took: time.Since(start)})
 	}
 	return res, err
 }
 
-// chain decides every policy of parts that their cost takes units of, as one
+// chain decides every policy of members that their cost takes units of, as one
 // linked chain (AcquireAll). A round denied only by policies in shadow
 // mode is decided again without them: they never deny, and the enforcing
 // policies decide as if they were not there.
@@ -53,12 +53,12 @@ func (d *decider) decide(ctx context.Context, parts []part) (Result, error) {
 // policy would take units when the enforcing ones deny. Leaving them out
 // only when they refuse keeps one chain and the all-or-nothing record: the
 // units a decision took are exactly those of the policies it admitted on.
-func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
-	res, holds, err := prepare(ctx, parts, d.shadow)
+func (d *decider) chain(ctx context.Context, members []member) (Result, error) {
+	res, parts, err := prepare(ctx, members, d.shadow)
 	if err != nil {
 		return Result{}, err
 	}
-	dropped := make([]bool, len(holds))
+	dropped := make([]bool, len(parts))
 	for {
 		var idx []int
 		for i, p := range res.Policies {
@@ -72,14 +72,14 @@ func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
 		}
 		chain := make([]ledger.Part, len(idx))
 		for k, i := range idx {
-			chain[k] = holds[i]
+			chain[k] = parts[i]
 		}
 		ds, err := d.c.AcquireAll(ctx, chain)
 		for k, i := range idx[:min(len(idx), len(ds))] {
 			res.Policies[i].Decision = ds[k]
 		}
 		switch {
-		case shadowUnknown(&res, holds, idx, dropped, err):
+		case shadowUnknown(&res, parts, idx, dropped, err):
 			continue // nothing was taken: decide again without it
 		case err != nil && !errors.Is(err, ledger.ErrUnavailable):
 			return res, err
@@ -95,49 +95,49 @@ func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
 	}
 }
 
-// prepare validates the keys of parts and returns the Result to fill in,
-// one PolicyResult per policy, and the hold each policy would take.
-func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.Part, error) {
+// prepare validates the keys of members and returns the Result to fill in,
+// one PolicyResult per policy, and the ledger.Part of each policy in the chain.
+func prepare(ctx context.Context, members []member, shadow bool) (Result, []ledger.Part, error) {
 	var res Result
-	var holds []ledger.Part
+	var parts []ledger.Part
 	takes := false
-	for _, pt := range parts {
-		cost := pt.cost
-		key, err := ledger.NormalizeKey(pt.key)
-		inShadow := shadow || pt.l.shadow
+	for _, m := range members {
+		cost := m.cost
+		key, err := ledger.NormalizeKey(m.key)
+		inShadow := shadow || m.l.shadow
 		switch {
 		case err != nil && !inShadow:
-			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
 		case err != nil:
 			// Left out, as a policy the cost takes nothing of is.
-			for i, p := range pt.l.policies {
-				res.Policies = append(res.Policies, PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit,
-					Window: pt.l.res[i].Window, Shadow: true})
+			for i, p := range m.l.policies {
+				res.Policies = append(res.Policies, PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit,
+					Window: m.l.res[i].Window, Shadow: true})
 				res.ShadowFailed = append(res.ShadowFailed, p.Name)
-				holds = append(holds, ledger.Part{})
+				parts = append(parts, ledger.Part{})
 				takes = takes || cost.of(p.Unit) > 0
 			}
 			continue
 		}
-		override, plan := pt.l.plans.of(ctx, key)
-		for i, p := range pt.l.policies {
-			r := pt.l.res[i]
+		override, plan := m.l.plans.of(ctx, key)
+		for i, p := range m.l.policies {
+			r := m.l.res[i]
 			limit, amount := planned(override, plan, p.Name), cost.of(p.Unit)
-			if n := pt.limits[p.Name]; n != 0 {
+			if n := m.limits[p.Name]; n != 0 {
 				limit = n
 			}
-			pr := PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
+			pr := PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
 				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
 			res.Policies = append(res.Policies, pr)
-			holds = append(holds, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
+			parts = append(parts, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
 			takes = takes || amount > 0
 		}
 	}
 	if !takes {
-		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, parts[0].cost.Requests, parts[0].cost.Bytes)
+		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, members[0].cost.Requests, members[0].cost.Bytes)
 	}
-	return res, holds, nil
+	return res, parts, nil
 }
 
 // denied reads a denied round of the policies idx: the shadow policies
@@ -180,14 +180,14 @@ func denied(res *Result, idx []int, dropped []bool) (final bool) {
 // shadowUnknown reports whether err says that the chain of the policies
 // idx was refused for a user unknown to one of them in shadow mode; that
 // policy is then dropped.
-func shadowUnknown(res *Result, holds []ledger.Part, idx []int, dropped []bool, err error) bool {
+func shadowUnknown(res *Result, parts []ledger.Part, idx []int, dropped []bool, err error) bool {
 	var unknown *ledger.UnknownUserError
 	if !errors.As(err, &unknown) {
 		return false
 	}
 	for _, i := range idx {
-		h := holds[i]
-		if res.Policies[i].Shadow && h.Resource.Ledger == unknown.Resource.Ledger && h.Request.User == unknown.User {
+		pt := parts[i]
+		if res.Policies[i].Shadow && pt.Resource.Ledger == unknown.Resource.Ledger && pt.Request.User == unknown.User {
 			dropped[i] = true
 			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
 			return true
@@ -243,13 +243,13 @@ const (
 	maxPause = 250 * time.Millisecond
 )
 
-// wait decides until parts are admitted, sleeping until RetryAfter
+// wait decides until members are admitted, sleeping until RetryAfter
 // between tries.
-func (d *decider) wait(ctx context.Context, parts []part) (Result, error) {
+func (d *decider) wait(ctx context.Context, members []member) (Result, error) {
 	var res Result
 	err := waitLoop(ctx, d.name, d.sleep, func() (refusal, error) {
 		var err error
-		res, err = d.decide(ctx, parts)
+		res, err = d.decide(ctx, members)
 		return refusal{admitted: res.Allowed, unavailable: res.Reason == ledger.Unavailable, retryAfter: res.RetryAfter, by: res.DeniedBy}, err
 	})
 	return res, err
@@ -322,30 +322,30 @@ type PolicyUsage struct {
 	Usage
 }
 
-// peek reads what parts' keys have on every policy, concurrently.
-func (d *decider) peek(ctx context.Context, parts []part) ([]PolicyUsage, error) {
-	for _, pt := range parts { // a shadow limiter's bad key too: Peek decides nothing
-		if _, err := ledger.NormalizeKey(pt.key); err != nil {
-			return nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+// peek reads what members' keys have on every policy, concurrently.
+func (d *decider) peek(ctx context.Context, members []member) ([]PolicyUsage, error) {
+	for _, m := range members { // a shadow limiter's bad key too: Peek decides nothing
+		if _, err := ledger.NormalizeKey(m.key); err != nil {
+			return nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
 		}
 	}
-	probe := make([]part, len(parts))
-	for i, pt := range parts {
-		probe[i] = part{l: pt.l, key: pt.key, cost: Cost{Requests: 1, Bytes: 1}, limits: pt.limits}
+	probe := make([]member, len(members))
+	for i, m := range members {
+		probe[i] = member{l: m.l, key: m.key, cost: Cost{Requests: 1, Bytes: 1}, limits: m.limits}
 	}
-	res, holds, err := prepare(ctx, probe, false)
+	res, parts, err := prepare(ctx, probe, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PolicyUsage, len(holds))
-	errs := make([]error, len(holds))
+	out := make([]PolicyUsage, len(parts))
+	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
-	for i, h := range holds {
+	for i, pt := range parts {
 		p := res.Policies[i]
 		out[i] = PolicyUsage{Limiter: p.Limiter, Policy: p.Policy, Unit: p.Unit, Window: p.Window, Key: p.Key}
 		wg.Go(func() {
-			u, err := d.c.Inspect(ctx, h.Resource, h.Request.User)
-			if errors.Is(err, ledger.ErrUnknownUser) && h.Resource.Lazy {
+			u, err := d.c.Inspect(ctx, pt.Resource, pt.Request.User)
+			if errors.Is(err, ledger.ErrUnknownUser) && pt.Resource.Lazy {
 				u, err = Usage{Limit: p.Decision.Limit, Available: p.Decision.Limit}, nil
 			}
 			out[i].Usage, errs[i] = u, err

@@ -359,20 +359,20 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 	if refusedLocally(items, resp, s.stats) {
 		return resp, nil
 	}
-	parts := make([]recipes.Part, 0, len(items))
+	members := make([]recipes.Member, 0, len(items))
 	for i := range items {
 		it := &items[i]
 		if it.part < 0 {
 			continue
 		}
-		it.part = len(parts)
-		parts = append(parts, recipes.Part{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
+		it.part = len(members)
+		members = append(members, recipes.Member{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
 			Limits: recipes.Plan{it.rule.res.Name: uint64(it.limit)}})
 	}
-	if len(parts) == 0 {
+	if len(members) == 0 {
 		return resp, nil
 	}
-	res, err := s.group.Allow(ctx, parts)
+	res, err := s.group.Allow(ctx, members)
 	if err != nil {
 		return nil, err
 	}
