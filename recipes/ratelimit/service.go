@@ -519,11 +519,11 @@ func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
 			continue
 		}
 		if it.rule.ShadowMode {
-			st.count(it, outcomeShadow)
+			st.count(it, hitsShadow)
 			it.part = partNone
 			continue
 		}
-		st.count(it, outcomeOver)
+		st.count(it, hitsOver)
 		refused = true
 		resp.Statuses[i].Code = rls.RateLimitResponse_OVER_LIMIT
 		resp.Statuses[i].CurrentLimit = currentLimit(it)
@@ -535,7 +535,7 @@ func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
 	for i := range items {
 		if items[i].part >= 0 {
 			resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
-			st.count(&items[i], outcomeNotTaken)
+			st.count(&items[i], hitsNotTaken)
 		}
 	}
 	return true
@@ -554,17 +554,17 @@ func (s *Service) describe(it *item, d ledger.Decision, shadow bool, ds *rls.Rat
 	refused = d.Reason == ledger.LimitExceeded
 	switch {
 	case refused && shadow:
-		s.stats.count(it, outcomeShadow)
+		s.stats.count(it, hitsShadow)
 		return false
 	case refused:
 		ds.Code = rls.RateLimitResponse_OVER_LIMIT
-		s.stats.count(it, outcomeOver)
+		s.stats.count(it, hitsOver)
 	case !d.Allowed:
-		s.stats.count(it, outcomeNotTaken) // it fitted; another refused
+		s.stats.count(it, hitsNotTaken) // it fitted; another refused
 	case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
-		s.stats.count(it, outcomeNear)
+		s.stats.count(it, hitsNear)
 	default:
-		s.stats.count(it, outcomeWithin)
+		s.stats.count(it, hitsWithin)
 	}
 	return refused
 }

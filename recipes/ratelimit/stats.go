@@ -13,14 +13,16 @@ import (
 // limit is counted near the limit, as envoyproxy/ratelimit counts it.
 const nearLimitRatio = 0.2
 
-type outcome uint8
+// hitCounter is the counter a descriptor's hits are added to, besides
+// the total.
+type hitCounter uint8
 
 const (
-	outcomeWithin outcome = iota
-	outcomeNear
-	outcomeOver
-	outcomeShadow
-	outcomeNotTaken // it fitted, but another descriptor of the request refused it
+	hitsWithin   hitCounter = iota // within_limit
+	hitsNear                       // near_limit
+	hitsOver                       // over_limit
+	hitsShadow                     // shadow_mode, and over_limit too
+	hitsNotTaken                   // none: it fitted, but another descriptor of the request refused it
 )
 
 // stats are a service's counters, by domain and descriptor (the rule's
@@ -56,18 +58,18 @@ func newStats(c *ledger.Client) *stats {
 	}
 }
 
-func (s *stats) count(it *item, o outcome) {
+func (s *stats) count(it *item, c hitCounter) {
 	labels := []string{it.rule.Domain, it.metric}
 	hits := float64(it.hits)
 	s.total.WithLabelValues(labels...).Add(hits)
-	switch o {
-	case outcomeWithin:
+	switch c {
+	case hitsWithin:
 		s.within.WithLabelValues(labels...).Add(hits)
-	case outcomeNear:
+	case hitsNear:
 		s.near.WithLabelValues(labels...).Add(hits)
-	case outcomeOver:
+	case hitsOver:
 		s.over.WithLabelValues(labels...).Add(hits)
-	case outcomeShadow: // counted over the limit too, as envoyproxy/ratelimit counts it
+	case hitsShadow: // counted over the limit too, as envoyproxy/ratelimit counts it
 		s.shadow.WithLabelValues(labels...).Add(hits)
 		s.over.WithLabelValues(labels...).Add(hits)
 	}
