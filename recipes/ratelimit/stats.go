@@ -1,11 +1,9 @@
 package ratelimit
 
 import (
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/recipes/metrics"
 )
 
@@ -99,16 +97,3 @@ func (s *Service) Collect(ch chan<- prometheus.Metric) {
 // CountLoadError counts a configuration that was refused before it reached
 // Load (it did not parse), as Load counts those it refuses.
 func (s *Service) CountLoadError() { s.stats.loads.WithLabelValues("error").Inc() }
-
-// headers are the RateLimit-Policy and RateLimit fields of res.
-func headers(res recipes.Result) []*corev3.HeaderValue {
-	policy, state := res.RateLimitFields()
-	var hs []*corev3.HeaderValue
-	if policy != "" {
-		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit-Policy", Value: policy})
-	}
-	if state != "" {
-		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit", Value: state})
-	}
-	return hs
-}
