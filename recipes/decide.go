@@ -54,21 +54,20 @@ func (d *decider) decide(ctx context.Context, members []member) (Result, error) 
 // only when they refuse keeps one chain and the all-or-nothing record: the
 // units a decision took are exactly those of the policies it admitted on.
 func (d *decider) chain(ctx context.Context, members []member) (Result, error) {
-	res, parts, err := prepare(ctx, members, d.shadow)
+	policies, parts, failed, err := prepare(ctx, members, d.shadow)
 	if err != nil {
 		return Result{}, err
 	}
 	dropped := make([]bool, len(parts))
 	for {
 		var idx []int
-		for i, p := range res.Policies {
+		for i, p := range policies {
 			if !p.Skipped() && !dropped[i] {
 				idx = append(idx, i)
 			}
 		}
-		if len(idx) == 0 { // every policy asked refused, in shadow mode
-			res.Allowed, res.Reason = true, ledger.Admitted
-			return res, nil
+		if len(idx) == 0 { // every policy asked was left out, in shadow mode
+			return newResult(true, ledger.Admitted, policies, failed), nil
 		}
 		chain := make([]ledger.Part, len(idx))
 		for k, i := range idx {
@@ -76,30 +75,34 @@ func (d *decider) chain(ctx context.Context, members []member) (Result, error) {
 		}
 		ds, err := d.c.AcquireAll(ctx, chain)
 		for k, i := range idx[:min(len(idx), len(ds))] {
-			res.Policies[i].Decision = ds[k]
+			policies[i].Decision = ds[k]
+		}
+		if i, ok := shadowUnknown(policies, parts, idx, err); ok {
+			dropped[i], failed = true, append(failed, policies[i].Policy)
+			continue // nothing was taken: decide again without it
 		}
 		switch {
-		case shadowUnknown(&res, parts, idx, dropped, err):
-			continue // nothing was taken: decide again without it
 		case err != nil && !errors.Is(err, ledger.ErrUnavailable):
-			return res, err
+			return newResult(false, ledger.Undecided, policies, failed), err
 		case err != nil || ds[0].Reason == ledger.Unavailable:
-			return d.unavailable(res, idx, ds, err)
+			return d.unavailable(policies, failed, idx, ds, err)
 		case ds[0].Allowed:
-			res.Allowed, res.Reason = true, ledger.Admitted
-			return res, nil
+			return newResult(true, ledger.Admitted, policies, failed), nil
 		}
-		if final := denied(&res, idx, dropped); final {
-			return res, nil
+		if dropShadowRefusals(policies, idx, dropped) {
+			continue // refused by policies in shadow mode only: decide again without them
 		}
+		return newResult(false, ledger.LimitExceeded, policies, failed), nil
 	}
 }
 
-// prepare validates the keys of members and returns the Result to fill in,
-// one PolicyResult per policy, and the ledger.Part of each policy in the chain.
-func prepare(ctx context.Context, members []member, shadow bool) (Result, []ledger.Part, error) {
-	var res Result
+// prepare validates the keys of members and returns one PolicyResult per
+// policy, the ledger.Part of each policy in the chain, and the names of
+// the policies in shadow mode left out because their key is not valid.
+func prepare(ctx context.Context, members []member, shadow bool) ([]PolicyResult, []ledger.Part, []string, error) {
+	var policies []PolicyResult
 	var parts []ledger.Part
+	var failed []string
 	takes := false
 	for _, m := range members {
 		cost := m.cost
@@ -107,13 +110,13 @@ func prepare(ctx context.Context, members []member, shadow bool) (Result, []ledg
 		inShadow := shadow || m.l.shadow
 		switch {
 		case err != nil && !inShadow:
-			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
+			return nil, nil, nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
 		case err != nil:
 			// Left out, as a policy the cost takes nothing of is.
 			for i, p := range m.l.policies {
-				res.Policies = append(res.Policies, PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit,
+				policies = append(policies, PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit,
 					Window: m.l.res[i].Window, Shadow: true})
-				res.ShadowFailed = append(res.ShadowFailed, p.Name)
+				failed = append(failed, p.Name)
 				parts = append(parts, ledger.Part{})
 				takes = takes || cost.of(p.Unit) > 0
 			}
@@ -129,109 +132,91 @@ func prepare(ctx context.Context, members []member, shadow bool) (Result, []ledg
 			pr := PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
 				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
-			res.Policies = append(res.Policies, pr)
+			policies = append(policies, pr)
 			parts = append(parts, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
 			takes = takes || amount > 0
 		}
 	}
 	if !takes {
-		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, members[0].cost.Requests, members[0].cost.Bytes)
+		return nil, nil, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, members[0].cost.Requests, members[0].cost.Bytes)
 	}
-	return res, parts, nil
+	return policies, parts, failed, nil
 }
 
-// denied reads a denied round of the policies idx: the shadow policies
-// that refused are dropped (and named in ShadowDenied). It reports whether
-// the denial is final, that is, whether an enforcing policy refused, and
-// then fills in Reason, DeniedBy and RetryAfter.
-func denied(res *Result, idx []int, dropped []bool) (final bool) {
-	var enforcing []int
-	droppedNow := false
+// dropShadowRefusals drops the policies in shadow mode that refused in a
+// denied round of the policies idx, and reports whether the round is to
+// be decided again without them: no enforcing policy refused. A round
+// refused without any policy saying so (the ledger's business) is final.
+func dropShadowRefusals(policies []PolicyResult, idx []int, dropped []bool) (again bool) {
+	enforcing := false
 	for _, i := range idx {
-		p := res.Policies[i]
-		switch {
+		switch p := policies[i]; {
 		case p.Decision.Reason != ledger.LimitExceeded:
 		case p.Shadow:
-			dropped[i], droppedNow = true, true
-			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
+			dropped[i], again = true, true
 		default:
-			enforcing = append(enforcing, i)
+			enforcing = true
 		}
 	}
-	if len(enforcing) == 0 {
-		if droppedNow {
-			return false
-		}
-		enforcing = idx[:1] // refused without a policy saying so: the ledger's business; deny
-	}
-	res.Allowed, res.Reason = false, ledger.LimitExceeded
-	res.DeniedBy = res.Policies[enforcing[0]].Policy
-	for _, i := range enforcing {
-		ra := res.Policies[i].Decision.RetryAfter
-		if ra < 0 || res.RetryAfter < 0 {
-			res.RetryAfter = -1
-		} else {
-			res.RetryAfter = max(res.RetryAfter, ra)
-		}
-	}
-	return true
+	return again && !enforcing
 }
 
-// shadowUnknown reports whether err says that the chain of the policies
-// idx was refused for a user unknown to one of them in shadow mode; that
-// policy is then dropped.
-func shadowUnknown(res *Result, parts []ledger.Part, idx []int, dropped []bool, err error) bool {
+// shadowUnknown returns the policy in shadow mode of the chain of the
+// policies idx that err says was refused for a user unknown to it, if
+// any: nothing was taken, and the policy is to be dropped.
+func shadowUnknown(policies []PolicyResult, parts []ledger.Part, idx []int, err error) (int, bool) {
 	var unknown *ledger.UnknownUserError
 	if !errors.As(err, &unknown) {
-		return false
+		return 0, false
 	}
 	for _, i := range idx {
 		pt := parts[i]
-		if res.Policies[i].Shadow && pt.Resource.Ledger == unknown.Resource.Ledger && pt.Request.User == unknown.User {
-			dropped[i] = true
-			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
-			return true
+		if policies[i].Shadow && pt.Resource.Ledger == unknown.Resource.Ledger && pt.Request.User == unknown.User {
+			return i, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // unavailable is the Result of a chain of the policies idx the cluster did
 // not answer: the Client's OnUnavailable made ds (or returned err), unless
 // WithUnavailable overrides it; a chain of policies in shadow mode only is
-// admitted regardless.
-func (d *decider) unavailable(res Result, idx []int, ds []ledger.Decision, err error) (Result, error) {
-	res.Reason = ledger.Unavailable
+// admitted regardless, and they are named in ShadowFailed.
+func (d *decider) unavailable(policies []PolicyResult, failed []string, idx []int, ds []ledger.Decision, err error) (Result, error) {
 	shadowOnly := true
 	for _, i := range idx {
-		shadowOnly = shadowOnly && res.Policies[i].Shadow
+		shadowOnly = shadowOnly && policies[i].Shadow
 	}
 	if shadowOnly {
 		for _, i := range idx {
-			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
+			failed = append(failed, policies[i].Policy)
 		}
-		res.Allowed = true
-		return res, nil
+		return newResult(true, ledger.Unavailable, policies, failed), nil
 	}
+	allowed, err := d.unanswered(ds, err)
+	return newResult(allowed, ledger.Unavailable, policies, failed), err
+}
+
+// unanswered is what an unanswered chain comes to: whether it is admitted,
+// or the error it returns. ds and err are what the Client's OnUnavailable
+// made of it, which WithUnavailable overrides.
+func (d *decider) unanswered(ds []ledger.Decision, err error) (bool, error) {
 	if d.onUnavailable == nil {
 		if err != nil {
-			return res, err
+			return false, err
 		}
-		res.Allowed = ds[0].Allowed
-		return res, nil
+		return ds[0].Allowed, nil
 	}
 	switch *d.onUnavailable {
 	case ledger.FailOpen:
-		res.Allowed = true
-		return res, nil
+		return true, nil
 	case ledger.FailClosed:
-		res.Allowed = false
-		return res, nil
+		return false, nil
 	}
 	if err == nil { // the Client decided, and this limiter returns the error instead
 		err = fmt.Errorf("recipes: %s: %w", d.name, ledger.ErrUnavailable)
 	}
-	return res, err
+	return false, err
 }
 
 // Wait's pause after a denial whose RetryAfter says nothing new (the
@@ -333,7 +318,7 @@ func (d *decider) peek(ctx context.Context, members []member) ([]PolicyUsage, er
 	for i, m := range members {
 		probe[i] = member{l: m.l, key: m.key, cost: Cost{Requests: 1, Bytes: 1}, limits: m.limits}
 	}
-	res, parts, err := prepare(ctx, probe, false)
+	policies, parts, _, err := prepare(ctx, probe, false)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +326,7 @@ func (d *decider) peek(ctx context.Context, members []member) ([]PolicyUsage, er
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, pt := range parts {
-		p := res.Policies[i]
+		p := policies[i]
 		out[i] = PolicyUsage{Limiter: p.Limiter, Policy: p.Policy, Unit: p.Unit, Window: p.Window, Key: p.Key}
 		wg.Go(func() {
 			u, err := d.c.Inspect(ctx, pt.Resource, pt.Request.User)

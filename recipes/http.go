@@ -67,7 +67,7 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 			h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
 			h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
 			h.Set("RateLimit-Reset", seconds(d.ResetAfter))
-			res := policyOnly(PolicyResult{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d})
+			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}})
 			writeRateLimit(h, res)
 			if !d.Allowed {
 				deny(w, res)
@@ -229,13 +229,6 @@ func deny(w http.ResponseWriter, res Result) {
 	http.Error(w, "too many requests", http.StatusTooManyRequests)
 }
 
-// policyOnly is the Result of a decision of one policy, p, for the
-// middlewares of a single limit.
-func policyOnly(p PolicyResult) Result {
-	d := p.Decision
-	return Result{Allowed: d.Allowed, Reason: d.Reason, RetryAfter: d.RetryAfter, Policies: []PolicyResult{p}}
-}
-
 // httpError answers a request whose decision failed: the caller's bad
 // input is a 4xx, only an unavailable cluster is a 503. Messages name no
 // key: a key may be a secret, such as an API key.
@@ -278,7 +271,7 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 				return
 			}
 			d := rv.Decision()
-			res := policyOnly(PolicyResult{Policy: name, Unit: ConcurrentRequests, Amount: 1, Decision: d})
+			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: ConcurrentRequests, Amount: 1, Decision: d}})
 			writeRateLimit(w.Header(), res)
 			if !res.Allowed {
 				deny(w, res)
