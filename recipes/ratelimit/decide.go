@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -17,7 +16,7 @@ import (
 // MaxDescriptors is the most descriptors one request may carry.
 const MaxDescriptors = 8189
 
-// item is one descriptor of a request on its way to a decision.
+// item is one descriptor of a request on its way to an answer.
 type item struct {
 	rule   *rule
 	limit  uint32 // the rule's, or the descriptor's override
@@ -25,6 +24,10 @@ type item struct {
 	metric string
 	hits   uint64 // 0: check only (a descriptor's own hits_addend of 0)
 	part   int    // its index in the chain; or partNone, partRefused, partCheck
+	// Once settled: what its rule made of it, and how much of that its
+	// status tells.
+	d      ledger.Decision
+	detail detail
 }
 
 // What becomes of an item that is not in the chain.
@@ -33,6 +36,37 @@ const (
 	partRefused = -2 // its hits can never fit (a limit of 0, or under the hits): refused without the cluster
 	partCheck   = -3 // check only: read, nothing taken
 )
+
+// detail is how much of what its rule made of a descriptor its status
+// tells.
+type detail uint8
+
+const (
+	// detailNone: no rule limits it, or the cluster did not answer, or
+	// it is left out (a rule in shadow mode that refuses without asking).
+	detailNone detail = iota
+	// detailLimit: its rule's limit; refused, or not asked because another
+	// descriptor was, without the cluster.
+	detailLimit
+	// detailDecision: its rule's decision or check, made by the cluster (or
+	// its Client's view): also what is left and when quota returns.
+	detailDecision
+)
+
+// refuses reports whether it refuses the request: its rule refused, and
+// is not in shadow mode.
+func (it *item) refuses() bool {
+	return it.d.Reason == ledger.LimitExceeded && !it.rule.ShadowMode
+}
+
+// settle records in it what its rule made of it, d, and how much of that
+// its status tells, and counts its hits. It reports whether it refuses the
+// request.
+func (s *Service) settle(it *item, d ledger.Decision, k detail) bool {
+	it.d, it.detail = d, k
+	s.stats.count(it)
+	return it.refuses()
+}
 
 // ShouldRateLimit decides req: every descriptor that meets a rule with a
 // limit takes its hits from it (the request's hits_addend, 0 meaning 1, or
@@ -62,7 +96,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	defer cancel()
 	resp, err = s.decide(ctx, req)
 	if err != nil && s.opts.failsOpen() && errors.Is(err, ledger.ErrUnavailable) {
-		return okResponse(len(req.GetDescriptors())), nil
+		return s.answer(make([]item, len(req.GetDescriptors())), recipes.NewResult(true, ledger.Unavailable, nil)), nil
 	}
 	if err != nil {
 		return nil, grpcError(err)
@@ -76,37 +110,17 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 	if err != nil {
 		return nil, err
 	}
-	resp := okResponse(len(items))
-	for i, it := range items {
-		if it.rule != nil && it.rule.Unlimited {
-			resp.Statuses[i].LimitRemaining = math.MaxUint32
-		}
-	}
-	if err := s.check(ctx, items, resp); err != nil {
+	if err := s.check(ctx, items); err != nil {
 		return nil, err
 	}
-	if refusedLocally(items, resp, s.stats) {
-		return resp, nil
+	if s.refusedLocally(items) {
+		return s.answer(items, recipes.NewResult(false, ledger.LimitExceeded, nil)), nil
 	}
-	members := make([]recipes.Member, 0, len(items))
-	for i := range items {
-		it := &items[i]
-		if it.part < 0 {
-			continue
-		}
-		it.part = len(members)
-		members = append(members, recipes.Member{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
-			Limits: recipes.Plan{it.rule.res.Name: uint64(it.limit)}})
-	}
-	if len(members) == 0 {
-		return resp, nil
-	}
-	res, err := s.group.Allow(ctx, members)
+	res, err := s.chain(ctx, items)
 	if err != nil {
 		return nil, err
 	}
-	s.answer(items, res, resp)
-	return resp, nil
+	return s.answer(items, res), nil
 }
 
 // failsOpen reports whether the service answers OK while the cluster
@@ -134,7 +148,7 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 // read shared with the checks of other requests in flight, or none when
 // the Client knows the keys). One enforcing descriptor over its limit
 // refuses the request, and the chain is not sent.
-func (s *Service) check(ctx context.Context, items []item, resp *rls.RateLimitResponse) error {
+func (s *Service) check(ctx context.Context, items []item) error {
 	var idx []int
 	var parts []ledger.Part
 	for i := range items {
@@ -153,51 +167,84 @@ func (s *Service) check(ctx context.Context, items []item, resp *rls.RateLimitRe
 		return err
 	}
 	for k, i := range idx {
-		if it := &items[i]; s.describe(it, ds[k], it.rule.ShadowMode, resp.Statuses[i]) {
-			it.part = partRefused // refuses the request: nothing taken elsewhere
+		if s.settle(&items[i], ds[k], detailDecision) {
+			items[i].part = partRefused // refuses the request: nothing taken elsewhere
 		}
 	}
 	return nil
 }
 
-// refusedLocally answers a request that a descriptor refuses without the
+// refusedLocally settles a request that a descriptor refuses without the
 // cluster (a limit of 0, more hits than the whole limit, or a check-only
 // descriptor at its limit; shadow_mode rules excepted): nothing is asked
 // of the cluster, since nothing may be taken; the other descriptors report
 // their limit only. A rule in shadow mode that would refuse is counted,
 // and left out.
-func refusedLocally(items []item, resp *rls.RateLimitResponse, st *stats) bool {
+func (s *Service) refusedLocally(items []item) bool {
 	refused := false
 	for i := range items {
 		it := &items[i]
-		if it.part != partRefused {
+		switch {
+		case it.part != partRefused:
+			continue
+		case it.detail == detailDecision: // a check-only descriptor at its limit: settled already
+			refused = true
 			continue
 		}
-		if resp.Statuses[i].Code == rls.RateLimitResponse_OVER_LIMIT {
-			refused = true // a check-only descriptor at its limit: counted already
-			continue
-		}
+		never := ledger.Decision{Reason: ledger.LimitExceeded, Limit: uint64(it.limit), RetryAfter: -1}
 		if it.rule.ShadowMode {
-			st.count(it, hitsShadow)
+			s.settle(it, never, detailNone)
 			it.part = partNone
 			continue
 		}
-		st.count(it, hitsOver)
+		s.settle(it, never, detailLimit)
 		refused = true
-		resp.Statuses[i].Code = rls.RateLimitResponse_OVER_LIMIT
-		resp.Statuses[i].CurrentLimit = currentLimit(it)
 	}
 	if !refused {
 		return false
 	}
-	resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
 	for i := range items {
-		if items[i].part >= 0 {
-			resp.Statuses[i].CurrentLimit = currentLimit(&items[i])
-			st.count(&items[i], hitsNotTaken)
+		if it := &items[i]; it.part >= 0 {
+			s.settle(it, ledger.Decision{Limit: uint64(it.limit)}, detailLimit) // not asked: another refused
 		}
 	}
 	return true
+}
+
+// chain decides the descriptors that are in the chain (part 0) as one, a
+// Group's decision, and settles each with its rule's decision unless the
+// cluster did not answer. The Result names each policy by its rule's
+// name, else its key, as the RateLimit fields name it.
+func (s *Service) chain(ctx context.Context, items []item) (recipes.Result, error) {
+	members := make([]recipes.Member, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		it.part = len(members)
+		members = append(members, recipes.Member{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
+			Limits: recipes.Plan{it.rule.res.Name: uint64(it.limit)}})
+	}
+	if len(members) == 0 {
+		return recipes.NewResult(true, ledger.Admitted, nil), nil
+	}
+	res, err := s.group.Allow(ctx, members)
+	if err != nil || res.Reason == ledger.Unavailable {
+		return res, err // unanswered: OnUnavailable decided, and nothing is known of each descriptor
+	}
+	shown := make([]recipes.PolicyResult, 0, len(members))
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		p := res.Policies[it.part]
+		p.Policy = it.rule.display
+		s.settle(it, p.Decision, detailDecision)
+		shown = append(shown, p)
+	}
+	return recipes.NewResult(res.Allowed, res.Reason, shown), nil
 }
 
 // grpcError is the gRPC status of a decision's error: the caller's

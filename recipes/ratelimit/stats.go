@@ -11,18 +11,6 @@ import (
 // limit is counted near the limit, as envoyproxy/ratelimit counts it.
 const nearLimitRatio = 0.2
 
-// hitCounter is the counter a descriptor's hits are added to, besides
-// the total.
-type hitCounter uint8
-
-const (
-	hitsWithin   hitCounter = iota // within_limit
-	hitsNear                       // near_limit
-	hitsOver                       // over_limit
-	hitsShadow                     // shadow_mode, and over_limit too
-	hitsNotTaken                   // none: it fitted, but another descriptor of the request refused it
-)
-
 // stats are a service's counters, by domain and descriptor (the rule's
 // key, or with detailed_metric and value_to_metric the request's values),
 // as envoyproxy/ratelimit keeps them; counted in hits.
@@ -56,20 +44,24 @@ func newStats(c *ledger.Client) *stats {
 	}
 }
 
-func (s *stats) count(it *item, c hitCounter) {
+// count adds the hits of it, settled, to the counters of what its rule
+// made of it.
+func (s *stats) count(it *item) {
 	labels := []string{it.rule.Domain, it.metric}
 	hits := float64(it.hits)
 	s.total.WithLabelValues(labels...).Add(hits)
-	switch c {
-	case hitsWithin:
-		s.within.WithLabelValues(labels...).Add(hits)
-	case hitsNear:
-		s.near.WithLabelValues(labels...).Add(hits)
-	case hitsOver:
-		s.over.WithLabelValues(labels...).Add(hits)
-	case hitsShadow: // counted over the limit too, as envoyproxy/ratelimit counts it
+	d := it.d
+	switch refused := d.Reason == ledger.LimitExceeded; {
+	case refused && it.rule.ShadowMode: // counted over the limit too, as envoyproxy/ratelimit counts it
 		s.shadow.WithLabelValues(labels...).Add(hits)
 		s.over.WithLabelValues(labels...).Add(hits)
+	case refused:
+		s.over.WithLabelValues(labels...).Add(hits)
+	case !d.Allowed: // it fitted, but another descriptor of the request refused it
+	case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
+		s.near.WithLabelValues(labels...).Add(hits)
+	default:
+		s.within.WithLabelValues(labels...).Add(hits)
 	}
 }
 
