@@ -26,16 +26,18 @@ type KeyFunc func(*http.Request) string
 // CostFunc says how many units a request takes; nil means 1.
 type CostFunc func(*http.Request) uint64
 
-// Middleware limits an HTTP handler with l. Every response carries the
-// RateLimit-Policy and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10
-// (see StackMiddleware), and, for clients of earlier drafts,
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (reset in whole
-// seconds, rounded up). A denied request gets 429 Too Many Requests with
-// Retry-After, or 413 when its cost is more than a bytes limit's whole
-// limit, and next is not called. A request without a key gets 400;
-// when the cluster is unavailable and the Client's OnUnavailable does not
-// fail open (it returns errors, or denies: ledger.FailClosed), the
-// response is 503 with Retry-After: 1 and no RateLimit fields.
+// Middleware limits an HTTP handler with l. Every decided response
+// carries the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-10 (see StackMiddleware), and, for
+// clients of earlier drafts, RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (reset in whole seconds, rounded up). A denied request
+// gets 429 Too Many Requests with Retry-After, or 413 when its cost is
+// more than a bytes limit's whole limit, and next is not called. A request
+// without a key gets 400. When the cluster is unavailable, a Client whose
+// OnUnavailable fails open (ledger.FailOpen) lets the request go ahead
+// with no RateLimit field, since nothing is known of the limit; otherwise
+// (it returns errors, or denies: ledger.FailClosed) the response is 503
+// with Retry-After: 1 and no RateLimit fields.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
 	name, unit := "default", Requests
 	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
@@ -64,9 +66,11 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 				return
 			}
 			h := w.Header()
-			h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
-			h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
-			h.Set("RateLimit-Reset", seconds(d.ResetAfter))
+			if d.Reason != ledger.Unavailable { // failing open, nothing is known of the limit
+				h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
+				h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
+				h.Set("RateLimit-Reset", seconds(d.ResetAfter))
+			}
 			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}})
 			writeRateLimit(h, res)
 			if !d.Allowed {
