@@ -55,7 +55,10 @@ func (g *Group) Name() string { return g.d.name }
 // repeat a Limiter (two descriptors of one rule): the policies of both are
 // in the chain. Result.Policies has one PolicyResult per policy of each
 // member, in order.
-// An empty or malformed key is an error wrapping ledger.ErrInvalidKey.
+// An empty or malformed key is an error wrapping ledger.ErrInvalidKey,
+// unless the member is in shadow mode (its Limiter's, or the whole
+// group's), which never fails a request: its policies are then left out
+// of the decision, named in Result.ShadowFailed.
 func (g *Group) Allow(ctx context.Context, members []Member) (Result, error) {
 	if len(members) == 0 {
 		return Result{}, fmt.Errorf("%w: group %q: a decision needs at least one member", ledger.ErrInvalidAmount, g.d.name)

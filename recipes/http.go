@@ -112,7 +112,8 @@ func RequestCost(r *http.Request) Cost {
 // denying policies admit again), or 413 Content Too Large when its content
 // exceeds a bytes policy's whole limit; next is not called. A request whose
 // key is empty or malformed gets 400 Bad Request, and an unknown key on a
-// policy that is not Lazy 403 Forbidden. When the cluster is unavailable
+// policy that is not Lazy 403 Forbidden, unless the layer is in shadow
+// mode: it is then left out of the decision (see Stack.AllowCost). When the cluster is unavailable
 // the response is 503 Service Unavailable with Retry-After: 1, unless the
 // stack (WithUnavailable(ledger.FailOpen)) or the ledger.Client
 // (ledger.WithUnavailable(ledger.FailOpen)) fails open, in which case the

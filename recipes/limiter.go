@@ -142,7 +142,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n uint64) (Result, err
 
 // AllowCost reports whether key may take cost now from every policy, and
 // takes it if so: one create request, whatever the number of policies. An
-// empty or malformed key is an error wrapping ledger.ErrInvalidKey.
+// empty or malformed key is an error wrapping ledger.ErrInvalidKey, except
+// in shadow mode, which never fails a request: the request is then
+// admitted without a decision, its policies named in Result.ShadowFailed.
 func (l *Limiter) AllowCost(ctx context.Context, key string, cost Cost) (Result, error) {
 	return l.d.decide(ctx, l.members(key, cost))
 }

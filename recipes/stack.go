@@ -92,7 +92,10 @@ func (s *Stack[T]) Allow(ctx context.Context, in T) (Result, error) {
 // AllowCost reports whether request in may take cost now from every
 // policy of every layer, and takes it if so: one create request for the
 // whole stack. A layer's key that is empty or malformed is an error
-// wrapping ledger.ErrInvalidKey: the caller's bad input, not an outage.
+// wrapping ledger.ErrInvalidKey: the caller's bad input, not an outage;
+// unless the layer is in shadow mode (its Limiter's, or the whole
+// stack's), which never fails a request: its policies are then left out
+// of the decision, named in Result.ShadowFailed.
 func (s *Stack[T]) AllowCost(ctx context.Context, in T, cost Cost) (Result, error) {
 	return s.d.decide(ctx, s.members(in, cost))
 }
