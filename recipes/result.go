@@ -18,9 +18,10 @@ var (
 	ErrWouldExceedDeadline = errors.New("recipes: admission would come after the context's deadline")
 )
 
-// Result is the decision of a Limiter or a Stack on one request, made as
-// one linked chain of holds, one per policy decided: every hold was taken,
-// or none. A denial is a Result with Allowed false, not an error.
+// Result is the decision of a Limiter, a Stack or a Group on one request,
+// made as one linked chain of holds, one per policy decided: every hold
+// was taken, or none. A denial is a Result with Allowed false, not an
+// error. NewResult makes one.
 type Result struct {
 	// Allowed reports whether the request may go ahead: no enforcing
 	// policy denied it (policies in shadow mode never deny), or the cluster
@@ -46,8 +47,8 @@ type Result struct {
 	// every policy decided is in shadow mode) the cluster did not answer.
 	// A policy in shadow mode never fails a request.
 	ShadowFailed []string
-	// Policies has every policy's part, in the order of the limiters and
-	// their policies.
+	// Policies has a PolicyResult per policy, in the order of the limiters
+	// and their policies.
 	Policies []PolicyResult
 }
 
