@@ -33,7 +33,7 @@ type item struct {
 // What becomes of an item that is not in the chain.
 const (
 	partNone    = -1 // no rule limits it (none met, unlimited, replaced)
-	partRefused = -2 // its hits can never fit (a limit of 0, or under the hits): refused without the cluster
+	partRefused = -2 // refused without the cluster: its hits can never fit (a limit of 0, or under the hits), or a check found it at its limit
 	partCheck   = -3 // check only: read, nothing taken
 )
 
