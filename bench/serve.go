@@ -65,7 +65,7 @@ func servePairs() [][2]string {
 
 // envoyUnit is the unit of Envoy's rate limit configuration whose length
 // is window, if there is one.
-func envoyUnit(window time.Duration) (ratelimit.Unit, bool) {
+func envoyUnit(window time.Duration) (ratelimit.TimeUnit, bool) {
 	for u := ratelimit.Second; u <= ratelimit.Week; u++ {
 		if u.Window() == window {
 			return u, true
@@ -157,7 +157,7 @@ type engine interface {
 
 // serveInProcess is a serve row on the engine open makes for each cell,
 // which its close function ends.
-func serveInProcess(name string, unit ratelimit.Unit, notRun string, open func() (engine, func(), error)) *contender {
+func serveInProcess(name string, unit ratelimit.TimeUnit, notRun string, open func() (engine, func(), error)) *contender {
 	return &contender{name: name, semantics: slidingLog, inProcess: true, notRun: notRun,
 		setup: func(ctx context.Context, c cell) (*instance, error) {
 			e, done, err := open()
@@ -181,7 +181,7 @@ func serveInProcess(name string, unit ratelimit.Unit, notRun string, open func()
 
 // serveJournal is a serve row on a journal file in dir, new for each cell
 // and removed after it.
-func serveJournal(name, dir string, unit ratelimit.Unit, notRun string) *contender {
+func serveJournal(name, dir string, unit ratelimit.TimeUnit, notRun string) *contender {
 	return serveInProcess(name, unit, notRun, func() (engine, func(), error) {
 		f, err := os.CreateTemp(dir, "tblimit-bench-*.journal")
 		if err != nil {
@@ -208,7 +208,7 @@ func serveJournal(name, dir string, unit ratelimit.Unit, notRun string) *contend
 // decision), a gRPC server on a free loopback port and one connection to
 // it, made before the clock starts. Its close
 // stops the server; lc's engine is the caller's to close.
-func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.Unit, c cell) (*instance, error) {
+func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.TimeUnit, c cell) (*instance, error) {
 	domain := fmt.Sprintf("bench-c%d", c.id)
 	src := fmt.Sprintf("domain: %s\ndescriptors:\n  - key: %s\n    rate_limit:\n      unit: %s\n      requests_per_unit: %d\n",
 		domain, serveDescriptor, unit, c.w.limit)

@@ -24,26 +24,26 @@ func newDecider(c *ledger.Client, name string, o options) decider {
 	return decider{name: name, c: c, options: o, sleep: sleepCtx}
 }
 
-// part is one limiter of a decision, the key it decides for, what it
+// member is one limiter of a decision, the key it decides for, what it
 // takes and, when not nil, the limits that override the key's plan.
-type part struct {
+type member struct {
 	l      *Limiter
 	key    string
 	cost   Cost
 	limits Plan
 }
 
-// decide decides parts as one chain and tells the observer.
-func (d *decider) decide(ctx context.Context, parts []part) (Result, error) {
+// decide decides members as one chain and tells the observer.
+func (d *decider) decide(ctx context.Context, members []member) (Result, error) {
 	start := time.Now()
-	res, err := d.chain(ctx, parts)
+	res, err := d.chain(ctx, members)
 	if d.observer != nil {
 		d.observer.ObserveResult(Event{Limiter: d.name, Result: res, Err: err, Took: time.Since(start)})
 	}
 	return res, err
 }
 
-// chain decides every policy of parts that their cost takes units of, as one
+// chain decides every policy of members that their cost takes units of, as one
 // linked chain (AcquireAll). A round denied only by policies in shadow
 // mode is decided again without them: they never deny, and the enforcing
 // policies decide as if they were not there.
@@ -53,185 +53,170 @@ func (d *decider) decide(ctx context.Context, parts []part) (Result, error) {
 // policy would take units when the enforcing ones deny. Leaving them out
 // only when they refuse keeps one chain and the all-or-nothing record: the
 // units a decision took are exactly those of the policies it admitted on.
-func (d *decider) chain(ctx context.Context, parts []part) (Result, error) {
-	res, holds, err := prepare(ctx, parts, d.shadow)
+func (d *decider) chain(ctx context.Context, members []member) (Result, error) {
+	policies, parts, failed, err := prepare(ctx, members, d.shadow)
 	if err != nil {
 		return Result{}, err
 	}
-	dropped := make([]bool, len(holds))
+	dropped := make([]bool, len(parts))
 	for {
 		var idx []int
-		for i, p := range res.Policies {
+		for i, p := range policies {
 			if !p.Skipped() && !dropped[i] {
 				idx = append(idx, i)
 			}
 		}
-		if len(idx) == 0 { // every policy asked refused, in shadow mode
-			res.Allowed, res.Reason = true, ledger.Admitted
-			return res, nil
+		if len(idx) == 0 { // every policy asked was left out, in shadow mode
+			return newResult(true, ledger.Admitted, policies, failed), nil
 		}
 		chain := make([]ledger.Part, len(idx))
 		for k, i := range idx {
-			chain[k] = holds[i]
+			chain[k] = parts[i]
 		}
 		ds, err := d.c.AcquireAll(ctx, chain)
 		for k, i := range idx[:min(len(idx), len(ds))] {
-			res.Policies[i].Decision = ds[k]
+			policies[i].Decision = ds[k]
+		}
+		if i, ok := shadowUnknown(policies, parts, idx, err); ok {
+			dropped[i], failed = true, append(failed, policies[i].Policy)
+			continue // nothing was taken: decide again without it
 		}
 		switch {
-		case shadowUnknown(&res, holds, idx, dropped, err):
-			continue // nothing was taken: decide again without it
 		case err != nil && !errors.Is(err, ledger.ErrUnavailable):
-			return res, err
+			return newResult(false, ledger.Undecided, policies, failed), err
 		case err != nil || ds[0].Reason == ledger.Unavailable:
-			return d.unavailable(res, idx, ds, err)
+			return d.unavailable(policies, failed, idx, ds, err)
 		case ds[0].Allowed:
-			res.Allowed, res.Reason = true, ledger.Admitted
-			return res, nil
+			return newResult(true, ledger.Admitted, policies, failed), nil
 		}
-		if final := denied(&res, idx, dropped); final {
-			return res, nil
+		if dropShadowRefusals(policies, idx, dropped) {
+			continue // refused by policies in shadow mode only: decide again without them
 		}
+		return newResult(false, ledger.LimitExceeded, policies, failed), nil
 	}
 }
 
-// prepare validates the keys of parts and returns the Result to fill in,
-// one PolicyResult per policy, and the hold each policy would take.
-func prepare(ctx context.Context, parts []part, shadow bool) (Result, []ledger.Part, error) {
-	var res Result
-	var holds []ledger.Part
+// prepare validates the keys of members and returns one PolicyResult per
+// policy, the ledger.Part of each policy in the chain, and the names of
+// the policies in shadow mode left out because their key is not valid.
+func prepare(ctx context.Context, members []member, shadow bool) ([]PolicyResult, []ledger.Part, []string, error) {
+	var policies []PolicyResult
+	var parts []ledger.Part
+	var failed []string
 	takes := false
-	for _, pt := range parts {
-		cost := pt.cost
-		key, err := ledger.NormalizeKey(pt.key)
-		inShadow := shadow || pt.l.shadow
+	for _, m := range members {
+		cost := m.cost
+		key, err := ledger.NormalizeKey(m.key)
+		inShadow := shadow || m.l.shadow
 		switch {
 		case err != nil && !inShadow:
-			return Result{}, nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+			return nil, nil, nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
 		case err != nil:
 			// Left out, as a policy the cost takes nothing of is.
-			for i, p := range pt.l.policies {
-				res.Policies = append(res.Policies, PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit,
-					Window: pt.l.res[i].Window, Shadow: true})
-				res.ShadowFailed = append(res.ShadowFailed, p.Name)
-				holds = append(holds, ledger.Part{})
+			for i, p := range m.l.policies {
+				policies = append(policies, PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit,
+					Window: m.l.res[i].Window, Shadow: true})
+				failed = append(failed, p.Name)
+				parts = append(parts, ledger.Part{})
 				takes = takes || cost.of(p.Unit) > 0
 			}
 			continue
 		}
-		override, plan := pt.l.plans.of(ctx, key)
-		for i, p := range pt.l.policies {
-			r := pt.l.res[i]
+		override, plan := m.l.plans.of(ctx, key)
+		for i, p := range m.l.policies {
+			r := m.l.res[i]
 			limit, amount := planned(override, plan, p.Name), cost.of(p.Unit)
-			if n := pt.limits[p.Name]; n != 0 {
+			if n := m.limits[p.Name]; n != 0 {
 				limit = n
 			}
-			pr := PolicyResult{Limiter: pt.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
+			pr := PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
 				Amount: amount, Shadow: inShadow}
 			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
-			res.Policies = append(res.Policies, pr)
-			holds = append(holds, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
+			policies = append(policies, pr)
+			parts = append(parts, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
 			takes = takes || amount > 0
 		}
 	}
 	if !takes {
-		return Result{}, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, parts[0].cost.Requests, parts[0].cost.Bytes)
+		return nil, nil, nil, fmt.Errorf("%w: a cost of %d requests and %d bytes takes nothing from any policy", ledger.ErrInvalidAmount, members[0].cost.Requests, members[0].cost.Bytes)
 	}
-	return res, holds, nil
+	return policies, parts, failed, nil
 }
 
-// denied reads a denied round of the policies idx: the shadow policies
-// that refused are dropped (and named in ShadowDenied). It reports whether
-// the denial is final, that is, whether an enforcing policy refused, and
-// then fills in Reason, DeniedBy and RetryAfter.
-func denied(res *Result, idx []int, dropped []bool) (final bool) {
-	var enforcing []int
-	droppedNow := false
+// dropShadowRefusals drops the policies in shadow mode that refused in a
+// denied round of the policies idx, and reports whether the round is to
+// be decided again without them: no enforcing policy refused. A round
+// refused without any policy saying so (the ledger's business) is final.
+func dropShadowRefusals(policies []PolicyResult, idx []int, dropped []bool) (again bool) {
+	enforcing := false
 	for _, i := range idx {
-		p := res.Policies[i]
-		switch {
+		switch p := policies[i]; {
 		case p.Decision.Reason != ledger.LimitExceeded:
 		case p.Shadow:
-			dropped[i], droppedNow = true, true
-			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
+			dropped[i], again = true, true
 		default:
-			enforcing = append(enforcing, i)
+			enforcing = true
 		}
 	}
-	if len(enforcing) == 0 {
-		if droppedNow {
-			return false
-		}
-		enforcing = idx[:1] // refused without a policy saying so: the ledger's business; deny
-	}
-	res.Allowed, res.Reason = false, ledger.LimitExceeded
-	res.DeniedBy = res.Policies[enforcing[0]].Policy
-	for _, i := range enforcing {
-		ra := res.Policies[i].Decision.RetryAfter
-		if ra < 0 || res.RetryAfter < 0 {
-			res.RetryAfter = -1
-		} else {
-			res.RetryAfter = max(res.RetryAfter, ra)
-		}
-	}
-	return true
+	return again && !enforcing
 }
 
-// shadowUnknown reports whether err says that the chain of the policies
-// idx was refused for a user unknown to one of them in shadow mode; that
-// policy is then dropped.
-func shadowUnknown(res *Result, holds []ledger.Part, idx []int, dropped []bool, err error) bool {
+// shadowUnknown returns the policy in shadow mode of the chain of the
+// policies idx that err says was refused for a user unknown to it, if
+// any: nothing was taken, and the policy is to be dropped.
+func shadowUnknown(policies []PolicyResult, parts []ledger.Part, idx []int, err error) (int, bool) {
 	var unknown *ledger.UnknownUserError
 	if !errors.As(err, &unknown) {
-		return false
+		return 0, false
 	}
 	for _, i := range idx {
-		h := holds[i]
-		if res.Policies[i].Shadow && h.Resource.Ledger == unknown.Resource.Ledger && h.Request.User == unknown.User {
-			dropped[i] = true
-			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
-			return true
+		pt := parts[i]
+		if policies[i].Shadow && pt.Resource.Ledger == unknown.Resource.Ledger && pt.Request.User == unknown.User {
+			return i, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // unavailable is the Result of a chain of the policies idx the cluster did
 // not answer: the Client's OnUnavailable made ds (or returned err), unless
 // WithUnavailable overrides it; a chain of policies in shadow mode only is
-// admitted regardless.
-func (d *decider) unavailable(res Result, idx []int, ds []ledger.Decision, err error) (Result, error) {
-	res.Reason = ledger.Unavailable
+// admitted regardless, and they are named in ShadowFailed.
+func (d *decider) unavailable(policies []PolicyResult, failed []string, idx []int, ds []ledger.Decision, err error) (Result, error) {
 	shadowOnly := true
 	for _, i := range idx {
-		shadowOnly = shadowOnly && res.Policies[i].Shadow
+		shadowOnly = shadowOnly && policies[i].Shadow
 	}
 	if shadowOnly {
 		for _, i := range idx {
-			res.ShadowFailed = append(res.ShadowFailed, res.Policies[i].Policy)
+			failed = append(failed, policies[i].Policy)
 		}
-		res.Allowed = true
-		return res, nil
+		return newResult(true, ledger.Unavailable, policies, failed), nil
 	}
+	allowed, err := d.unanswered(ds, err)
+	return newResult(allowed, ledger.Unavailable, policies, failed), err
+}
+
+// unanswered is what an unanswered chain comes to: whether it is admitted,
+// or the error it returns. ds and err are what the Client's OnUnavailable
+// made of it, which WithUnavailable overrides.
+func (d *decider) unanswered(ds []ledger.Decision, err error) (bool, error) {
 	if d.onUnavailable == nil {
 		if err != nil {
-			return res, err
+			return false, err
 		}
-		res.Allowed = ds[0].Allowed
-		return res, nil
+		return ds[0].Allowed, nil
 	}
 	switch *d.onUnavailable {
 	case ledger.FailOpen:
-		res.Allowed = true
-		return res, nil
+		return true, nil
 	case ledger.FailClosed:
-		res.Allowed = false
-		return res, nil
+		return false, nil
 	}
 	if err == nil { // the Client decided, and this limiter returns the error instead
 		err = fmt.Errorf("recipes: %s: %w", d.name, ledger.ErrUnavailable)
 	}
-	return res, err
+	return false, err
 }
 
 // Wait's pause after a denial whose RetryAfter says nothing new (the
@@ -243,13 +228,13 @@ const (
 	maxPause = 250 * time.Millisecond
 )
 
-// wait decides until parts are admitted, sleeping until RetryAfter
+// wait decides until members are admitted, sleeping until RetryAfter
 // between tries.
-func (d *decider) wait(ctx context.Context, parts []part) (Result, error) {
+func (d *decider) wait(ctx context.Context, members []member) (Result, error) {
 	var res Result
 	err := waitLoop(ctx, d.name, d.sleep, func() (refusal, error) {
 		var err error
-		res, err = d.decide(ctx, parts)
+		res, err = d.decide(ctx, members)
 		return refusal{admitted: res.Allowed, unavailable: res.Reason == ledger.Unavailable, retryAfter: res.RetryAfter, by: res.DeniedBy}, err
 	})
 	return res, err
@@ -322,30 +307,30 @@ type PolicyUsage struct {
 	Usage
 }
 
-// peek reads what parts' keys have on every policy, concurrently.
-func (d *decider) peek(ctx context.Context, parts []part) ([]PolicyUsage, error) {
-	for _, pt := range parts { // a shadow limiter's bad key too: Peek decides nothing
-		if _, err := ledger.NormalizeKey(pt.key); err != nil {
-			return nil, fmt.Errorf("recipes: limiter %q: %w", pt.l.Name(), err)
+// peek reads what members' keys have on every policy, concurrently.
+func (d *decider) peek(ctx context.Context, members []member) ([]PolicyUsage, error) {
+	for _, m := range members { // a shadow limiter's bad key too: Peek decides nothing
+		if _, err := ledger.NormalizeKey(m.key); err != nil {
+			return nil, fmt.Errorf("recipes: limiter %q: %w", m.l.Name(), err)
 		}
 	}
-	probe := make([]part, len(parts))
-	for i, pt := range parts {
-		probe[i] = part{l: pt.l, key: pt.key, cost: Cost{Requests: 1, Bytes: 1}, limits: pt.limits}
+	probe := make([]member, len(members))
+	for i, m := range members {
+		probe[i] = member{l: m.l, key: m.key, cost: Cost{Requests: 1, Bytes: 1}, limits: m.limits}
 	}
-	res, holds, err := prepare(ctx, probe, false)
+	policies, parts, _, err := prepare(ctx, probe, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PolicyUsage, len(holds))
-	errs := make([]error, len(holds))
+	out := make([]PolicyUsage, len(parts))
+	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
-	for i, h := range holds {
-		p := res.Policies[i]
+	for i, pt := range parts {
+		p := policies[i]
 		out[i] = PolicyUsage{Limiter: p.Limiter, Policy: p.Policy, Unit: p.Unit, Window: p.Window, Key: p.Key}
 		wg.Go(func() {
-			u, err := d.c.Inspect(ctx, h.Resource, h.Request.User)
-			if errors.Is(err, ledger.ErrUnknownUser) && h.Resource.Lazy {
+			u, err := d.c.Inspect(ctx, pt.Resource, pt.Request.User)
+			if errors.Is(err, ledger.ErrUnknownUser) && pt.Resource.Lazy {
 				u, err = Usage{Limit: p.Decision.Limit, Available: p.Decision.Limit}, nil
 			}
 			out[i].Usage, errs[i] = u, err

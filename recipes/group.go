@@ -7,11 +7,11 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-// Part is one Limiter of a Group's decision: the key it decides for, what
-// it takes and, when not nil, limits that override the key's plan for this
-// decision (a rate limit service's configured limits, which can change
-// with every reload).
-type Part struct {
+// Member is one Limiter of a Group's decision: the key it decides for,
+// what it takes and, when not nil, limits that override the key's plan for
+// this decision (a rate limit service's configured limits, which can
+// change with every reload).
+type Member struct {
 	Limiter *Limiter
 	Key     string
 	Cost    Cost
@@ -50,24 +50,28 @@ func NewGroup(c *ledger.Client, name string, opts ...Option) (*Group, error) {
 // Name returns the group's name.
 func (g *Group) Name() string { return g.d.name }
 
-// Allow decides parts as one chain: every policy of every part that the
-// part's cost takes units of, each for the part's key. A part may repeat a
-// Limiter (two descriptors of one rule): both holds are in the chain.
-// Result.Policies has one PolicyResult per policy of each part, in order.
-// An empty or malformed key is an error wrapping ledger.ErrInvalidKey.
-func (g *Group) Allow(ctx context.Context, parts []Part) (Result, error) {
-	if len(parts) == 0 {
-		return Result{}, fmt.Errorf("%w: group %q: a decision needs at least one part", ledger.ErrInvalidAmount, g.d.name)
+// Allow decides members as one chain: every policy of every member that
+// the member's cost takes units of, each for the member's key. A member may
+// repeat a Limiter (two descriptors of one rule): the policies of both are
+// in the chain. Result.Policies has one PolicyResult per policy of each
+// member, in order.
+// An empty or malformed key is an error wrapping ledger.ErrInvalidKey,
+// unless the member is in shadow mode (its Limiter's, or the whole
+// group's), which never fails a request: its policies are then left out
+// of the decision, named in Result.ShadowFailed.
+func (g *Group) Allow(ctx context.Context, members []Member) (Result, error) {
+	if len(members) == 0 {
+		return Result{}, fmt.Errorf("%w: group %q: a decision needs at least one member", ledger.ErrInvalidAmount, g.d.name)
 	}
-	ps := make([]part, len(parts))
-	for i, p := range parts {
-		if p.Limiter == nil {
-			return Result{}, fmt.Errorf("%w: group %q: part %d has no Limiter", ledger.ErrInvalidResource, g.d.name, i)
+	ms := make([]member, len(members))
+	for i, m := range members {
+		if m.Limiter == nil {
+			return Result{}, fmt.Errorf("%w: group %q: member %d has no Limiter", ledger.ErrInvalidResource, g.d.name, i)
 		}
-		if p.Limiter.d.c != g.d.c {
-			return Result{}, fmt.Errorf("%w: group %q: limiter %q is on another ledger.Client (one chain needs one Client)", ledger.ErrInvalidResource, g.d.name, p.Limiter.Name())
+		if m.Limiter.d.c != g.d.c {
+			return Result{}, fmt.Errorf("%w: group %q: limiter %q is on another ledger.Client (one chain needs one Client)", ledger.ErrInvalidResource, g.d.name, m.Limiter.Name())
 		}
-		ps[i] = part{l: p.Limiter, key: p.Key, cost: p.Cost, limits: p.Limits}
+		ms[i] = member{l: m.Limiter, key: m.Key, cost: m.Cost, limits: m.Limits}
 	}
-	return g.d.decide(ctx, ps)
+	return g.d.decide(ctx, ms)
 }

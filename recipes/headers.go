@@ -37,12 +37,9 @@ func itemOf(p PolicyResult) policyItem {
 	if p.Skipped() || p.Decision.Reason == ledger.Unavailable {
 		return it
 	}
-	it.known, it.remaining = true, p.Decision.Remaining
-	// t is when more quota returns: for a policy that refused, when enough
-	// for the same cost will have; otherwise when all of it will have
-	// (a sliding window log returns units one by one, so some may come
-	// sooner: the draft lets t be an upper bound).
-	it.reset = p.Decision.ResetIn()
+	// t is when more quota returns, as ledger.Decision.ResetIn says: an
+	// upper bound, which the draft allows.
+	it.known, it.remaining, it.reset = true, p.Decision.Remaining, p.Decision.ResetIn()
 	// A slot returns when a request ends (or its lease does): t is said
 	// only when one was refused.
 	it.noReset = p.Unit == ConcurrentRequests && p.Decision.Allowed

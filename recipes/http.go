@@ -26,16 +26,18 @@ type KeyFunc func(*http.Request) string
 // CostFunc says how many units a request takes; nil means 1.
 type CostFunc func(*http.Request) uint64
 
-// Middleware limits an HTTP handler with l. Every response carries the
-// RateLimit-Policy and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10
-// (see StackMiddleware), and, for clients of earlier drafts,
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (reset in whole
-// seconds, rounded up). A denied request gets 429 Too Many Requests with
-// Retry-After, or 413 when its cost is more than a bytes limit's whole
-// limit, and next is not called. A request without a key gets 400;
-// when the cluster is unavailable and the Client's OnUnavailable does not
-// fail open (it returns errors, or denies: ledger.FailClosed), the
-// response is 503 with Retry-After: 1 and no RateLimit fields.
+// Middleware limits an HTTP handler with l. Every decided response
+// carries the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-10 (see StackMiddleware), and, for
+// clients of earlier drafts, RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (reset in whole seconds, rounded up). A denied request
+// gets 429 Too Many Requests with Retry-After, or 413 when its cost is
+// more than a bytes limit's whole limit, and next is not called. A request
+// without a key gets 400. When the cluster is unavailable, a Client whose
+// OnUnavailable fails open (ledger.FailOpen) lets the request go ahead
+// with no RateLimit field, since nothing is known of the limit; otherwise
+// (it returns errors, or denies: ledger.FailClosed) the response is 503
+// with Retry-After: 1 and no RateLimit fields.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
 	name, unit := "default", Requests
 	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
@@ -64,10 +66,12 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 				return
 			}
 			h := w.Header()
-			h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
-			h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
-			h.Set("RateLimit-Reset", seconds(d.ResetAfter))
-			res := policyOnly(PolicyResult{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d})
+			if d.Reason != ledger.Unavailable { // failing open, nothing is known of the limit
+				h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
+				h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
+				h.Set("RateLimit-Reset", seconds(d.ResetAfter))
+			}
+			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}})
 			writeRateLimit(h, res)
 			if !d.Allowed {
 				deny(w, res)
@@ -108,7 +112,8 @@ func RequestCost(r *http.Request) Cost {
 // denying policies admit again), or 413 Content Too Large when its content
 // exceeds a bytes policy's whole limit; next is not called. A request whose
 // key is empty or malformed gets 400 Bad Request, and an unknown key on a
-// policy that is not Lazy 403 Forbidden. When the cluster is unavailable
+// policy that is not Lazy 403 Forbidden, unless the layer is in shadow
+// mode: it is then left out of the decision (see Stack.AllowCost). When the cluster is unavailable
 // the response is 503 Service Unavailable with Retry-After: 1, unless the
 // stack (WithUnavailable(ledger.FailOpen)) or the ledger.Client
 // (ledger.WithUnavailable(ledger.FailOpen)) fails open, in which case the
@@ -229,13 +234,6 @@ func deny(w http.ResponseWriter, res Result) {
 	http.Error(w, "too many requests", http.StatusTooManyRequests)
 }
 
-// policyOnly is the Result of a decision of one policy, p, for the
-// middlewares of a single limit.
-func policyOnly(p PolicyResult) Result {
-	d := p.Decision
-	return Result{Allowed: d.Allowed, Reason: d.Reason, RetryAfter: d.RetryAfter, Policies: []PolicyResult{p}}
-}
-
 // httpError answers a request whose decision failed: the caller's bad
 // input is a 4xx, only an unavailable cluster is a 503. Messages name no
 // key: a key may be a secret, such as an API key.
@@ -278,7 +276,7 @@ func ConcurrencyMiddleware(c *Concurrency, key KeyFunc) func(http.Handler) http.
 				return
 			}
 			d := rv.Decision()
-			res := policyOnly(PolicyResult{Policy: name, Unit: ConcurrentRequests, Amount: 1, Decision: d})
+			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: ConcurrentRequests, Amount: 1, Decision: d}})
 			writeRateLimit(w.Header(), res)
 			if !res.Allowed {
 				deny(w, res)

@@ -437,6 +437,42 @@ func TestMiddlewaresUnavailable(t *testing.T) {
 	})
 }
 
+// Under FailOpen, an unanswered decision lets the request through, and
+// Middleware writes no limit it does not know: no RateLimit field, neither
+// the draft's nor the older RateLimit-Limit, -Remaining and -Reset (which
+// would tell the client it has no quota).
+func TestMiddlewareFailsOpenWithoutFields(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		ctx := context.Background()
+		_, w := windows(b)
+		sc, c := stallable(t, b, ledger.WithUnavailable(ledger.FailOpen), ledger.WithTimeout(5*time.Second))
+		rl, err := recipes.NewRequestRate(c, recipes.Config{Name: "http", Ledger: b.NewLedger(), Lazy: true}, recipes.Per(5, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		h := recipes.Middleware(rl, recipes.Header("X-Api-Key"), nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))
+		h.ServeHTTP(httptest.NewRecorder(), keyed("warm")) // the user exists: the next call is one create
+		sc.SetFaults(simnet.Faults{DropReply: 1})          // applied, but the answer is lost
+		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, keyed("warm").WithContext(rctx))
+		cancel()
+		sc.SetFaults(simnet.Faults{})
+		if rec.Code != http.StatusOK || calls != 2 {
+			t.Fatalf("answer lost, failing open: %d, handler called %d times; want 200, 2", rec.Code, calls)
+		}
+		for _, f := range []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+			if v := rec.Header().Values(f); len(v) > 0 {
+				t.Errorf("answer lost, failing open: %s: %q; want no RateLimit field", f, v)
+			}
+		}
+	})
+}
+
 func keyed(key string) *http.Request {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Api-Key", key)

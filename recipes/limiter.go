@@ -142,9 +142,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n uint64) (Result, err
 
 // AllowCost reports whether key may take cost now from every policy, and
 // takes it if so: one create request, whatever the number of policies. An
-// empty or malformed key is an error wrapping ledger.ErrInvalidKey.
+// empty or malformed key is an error wrapping ledger.ErrInvalidKey, except
+// in shadow mode, which never fails a request: the request is then
+// admitted without a decision, its policies named in Result.ShadowFailed.
 func (l *Limiter) AllowCost(ctx context.Context, key string, cost Cost) (Result, error) {
-	return l.d.decide(ctx, l.parts(key, cost))
+	return l.d.decide(ctx, l.members(key, cost))
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -165,7 +167,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n uint64) (Result, erro
 // RetryAfter, ErrExceedsLimit when the cost is more than a policy's whole
 // limit, and ledger.ErrUnavailable when the cluster is unavailable.
 func (l *Limiter) WaitCost(ctx context.Context, key string, cost Cost) (Result, error) {
-	return l.d.wait(ctx, l.parts(key, cost))
+	return l.d.wait(ctx, l.members(key, cost))
 }
 
 // Peek reports what key has left on every policy, taking nothing. It reads
@@ -176,7 +178,7 @@ func (l *Limiter) WaitCost(ctx context.Context, key string, cost Cost) (Result, 
 // plan's limit, all available; a plan's new limit shows after the key's
 // next decision. Reads leave no trace in the audit trail.
 func (l *Limiter) Peek(ctx context.Context, key string) ([]PolicyUsage, error) {
-	return l.d.peek(ctx, l.parts(key, Cost{}))
+	return l.d.peek(ctx, l.members(key, Cost{}))
 }
 
 // Reset gives back at once every unit key holds on every policy, as an
@@ -195,6 +197,6 @@ func (l *Limiter) Reset(ctx context.Context, key string) (int, error) {
 	return ended, nil
 }
 
-func (l *Limiter) parts(key string, cost Cost) []part {
-	return []part{{l: l, key: key, cost: cost}}
+func (l *Limiter) members(key string, cost Cost) []member {
+	return []member{{l: l, key: key, cost: cost}}
 }

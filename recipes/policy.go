@@ -111,7 +111,7 @@ func (c Cost) of(u Unit) uint64 {
 	return c.Requests
 }
 
-// PolicyResult is one policy's part of a Result.
+// PolicyResult is what one policy of a Result made of the request.
 type PolicyResult struct {
 	// Limiter and Policy name the limiter and the policy.
 	Limiter, Policy string

@@ -18,9 +18,10 @@ var (
 	ErrWouldExceedDeadline = errors.New("recipes: admission would come after the context's deadline")
 )
 
-// Result is the decision of a Limiter or a Stack on one request, made as
-// one linked chain of holds, one per policy decided: every hold was taken,
-// or none. A denial is a Result with Allowed false, not an error.
+// Result is the decision of a Limiter, a Stack or a Group on one request,
+// made as one linked chain of holds, one per policy decided: every hold
+// was taken, or none. A denial is a Result with Allowed false, not an
+// error. NewResult makes one.
 type Result struct {
 	// Allowed reports whether the request may go ahead: no enforcing
 	// policy denied it (policies in shadow mode never deny), or the cluster
@@ -46,9 +47,49 @@ type Result struct {
 	// every policy decided is in shadow mode) the cluster did not answer.
 	// A policy in shadow mode never fails a request.
 	ShadowFailed []string
-	// Policies has every policy's part, in the order of the limiters and
-	// their policies.
+	// Policies has a PolicyResult per policy, in the order of the limiters
+	// and their policies.
 	Policies []PolicyResult
+}
+
+// NewResult returns the Result of a decision on policies, each with its
+// Decision, in order: allowed and reason are the verdict, and the rest is
+// worked out from the policies. When denied by the limit (reason
+// LimitExceeded), DeniedBy is the first enforcing policy whose Decision
+// refused and RetryAfter the latest RetryAfter of those that did (negative
+// if any is); ShadowDenied names the policies in shadow mode whose
+// Decision refused. Every Result of the package is made by it, and a
+// client of another limiter (a rate limit service's, say) makes its own
+// with it.
+func NewResult(allowed bool, reason ledger.Reason, policies []PolicyResult) Result {
+	return newResult(allowed, reason, policies, nil)
+}
+
+// newResult is NewResult of a chain that left out failed, policies in
+// shadow mode it could not decide (ShadowFailed).
+func newResult(allowed bool, reason ledger.Reason, policies []PolicyResult, failed []string) Result {
+	res := Result{Allowed: allowed, Reason: reason, ShadowFailed: failed, Policies: policies}
+	for _, p := range policies {
+		switch {
+		case p.Decision.Reason != ledger.LimitExceeded:
+		case p.Shadow:
+			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
+		case !allowed && reason == ledger.LimitExceeded:
+			if res.DeniedBy == "" {
+				res.DeniedBy = p.Policy
+			}
+			res.RetryAfter = laterRetry(res.RetryAfter, p.Decision.RetryAfter)
+		}
+	}
+	return res
+}
+
+// laterRetry is the later of two RetryAfters, negative (never) winning.
+func laterRetry(a, b time.Duration) time.Duration {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return max(a, b)
 }
 
 // Outcome classifies a decision for metrics.

@@ -92,9 +92,12 @@ func (s *Stack[T]) Allow(ctx context.Context, in T) (Result, error) {
 // AllowCost reports whether request in may take cost now from every
 // policy of every layer, and takes it if so: one create request for the
 // whole stack. A layer's key that is empty or malformed is an error
-// wrapping ledger.ErrInvalidKey: the caller's bad input, not an outage.
+// wrapping ledger.ErrInvalidKey: the caller's bad input, not an outage;
+// unless the layer is in shadow mode (its Limiter's, or the whole
+// stack's), which never fails a request: its policies are then left out
+// of the decision, named in Result.ShadowFailed.
 func (s *Stack[T]) AllowCost(ctx context.Context, in T, cost Cost) (Result, error) {
-	return s.d.decide(ctx, s.parts(in, cost))
+	return s.d.decide(ctx, s.members(in, cost))
 }
 
 // Wait is shorthand for WaitCost(ctx, in, Cost{Requests: 1}).
@@ -105,19 +108,19 @@ func (s *Stack[T]) Wait(ctx context.Context, in T) (Result, error) {
 // WaitCost blocks until request in is admitted cost, or ctx ends; see
 // Limiter.WaitCost.
 func (s *Stack[T]) WaitCost(ctx context.Context, in T, cost Cost) (Result, error) {
-	return s.d.wait(ctx, s.parts(in, cost))
+	return s.d.wait(ctx, s.members(in, cost))
 }
 
 // Peek reports what request in's keys have left on every policy, taking
 // nothing; see Limiter.Peek for its cost and exactness.
 func (s *Stack[T]) Peek(ctx context.Context, in T) ([]PolicyUsage, error) {
-	return s.d.peek(ctx, s.parts(in, Cost{}))
+	return s.d.peek(ctx, s.members(in, Cost{}))
 }
 
-func (s *Stack[T]) parts(in T, cost Cost) []part {
-	ps := make([]part, len(s.layers))
+func (s *Stack[T]) members(in T, cost Cost) []member {
+	ms := make([]member, len(s.layers))
 	for i, ly := range s.layers {
-		ps[i] = part{l: ly.Limiter, key: ly.Key(in), cost: cost}
+		ms[i] = member{l: ly.Limiter, key: ly.Key(in), cost: cost}
 	}
-	return ps
+	return ms
 }

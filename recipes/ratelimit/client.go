@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -109,26 +108,29 @@ func (c *Client) decide(ctx context.Context, domain string, hits uint32, descrip
 	if err != nil {
 		switch status.Code(err) {
 		case codes.Unavailable, codes.DeadlineExceeded:
-			return recipes.Result{Reason: ledger.Unavailable}, fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
+			return recipes.NewResult(false, ledger.Unavailable, nil), fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
 		}
 		return recipes.Result{}, err
 	}
 	return resultOf(domain, amounts, descriptors, resp), nil
 }
 
-// resultOf reads a service's response as a recipes.Result.
+// resultOf reads a service's response as a recipes.Result: a
+// PolicyResult for each descriptor the service limits, refused when its
+// status is OVER_LIMIT (never to fit when its hits exceed the whole limit).
 func resultOf(domain string, amounts []uint64, descriptors []descriptor, resp *rls.RateLimitResponse) recipes.Result {
-	res := recipes.Result{Allowed: resp.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT, Reason: ledger.Admitted}
-	if !res.Allowed {
-		res.Reason = ledger.LimitExceeded
+	allowed, reason := resp.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT, ledger.Admitted
+	if !allowed {
+		reason = ledger.LimitExceeded
 	}
+	var policies []recipes.PolicyResult
 	for i, st := range resp.GetStatuses() {
 		lim := st.GetCurrentLimit()
 		if lim == nil || i >= len(descriptors) {
 			continue
 		}
 		p := recipes.PolicyResult{Limiter: domain, Policy: lim.GetName(), Unit: recipes.Requests,
-			Window: Unit(lim.GetUnit()).Window(), Amount: amounts[i]}
+			Window: TimeUnit(lim.GetUnit()).Window(), Amount: amounts[i]}
 		if d := descriptors[i].entries; len(d) > 0 {
 			p.Key = d[len(d)-1].Value
 			if p.Policy == "" {
@@ -141,27 +143,15 @@ func resultOf(domain string, amounts []uint64, descriptors []descriptor, resp *r
 			}
 		}
 		reset := st.GetDurationUntilReset().AsDuration()
-		p.Decision = recipes.Decision{Allowed: res.Allowed, Reason: ledger.Admitted, Limit: uint64(lim.GetRequestsPerUnit()),
+		p.Decision = recipes.Decision{Allowed: allowed, Reason: ledger.Admitted, Limit: uint64(lim.GetRequestsPerUnit()),
 			Remaining: uint64(st.GetLimitRemaining()), ResetAfter: reset}
 		if st.GetCode() == rls.RateLimitResponse_OVER_LIMIT {
 			p.Decision.Reason, p.Decision.RetryAfter = ledger.LimitExceeded, reset
 			if amounts[i] > uint64(lim.GetRequestsPerUnit()) {
 				p.Decision.RetryAfter = -1
 			}
-			if res.DeniedBy == "" {
-				res.DeniedBy = p.Policy
-			}
-			res.RetryAfter = laterRetry(res.RetryAfter, p.Decision.RetryAfter)
 		}
-		res.Policies = append(res.Policies, p)
+		policies = append(policies, p)
 	}
-	return res
-}
-
-// laterRetry is the later of two RetryAfters, negative (never) winning.
-func laterRetry(a, b time.Duration) time.Duration {
-	if a < 0 || b < 0 {
-		return -1
-	}
-	return max(a, b)
+	return recipes.NewResult(allowed, reason, policies)
 }

@@ -20,37 +20,37 @@ import (
 // file and line of the problem.
 var ErrConfig = errors.New("ratelimit: invalid configuration")
 
-// Unit is the unit of a rate limit, as envoyproxy/ratelimit's
+// TimeUnit is the unit of time of a rate limit, as envoyproxy/ratelimit's
 // configuration names it. A limit of N per unit admits at most N hits in
 // any interval of one unit (a sliding window, not a fixed one).
-type Unit uint8
+type TimeUnit uint8
 
 // The units, with the values of Envoy's RateLimitResponse.RateLimit.Unit.
 const (
-	Second Unit = 1
-	Minute Unit = 2
-	Hour   Unit = 3
-	Day    Unit = 4
-	Month  Unit = 5
-	Year   Unit = 6
-	Week   Unit = 7
+	Second TimeUnit = 1
+	Minute TimeUnit = 2
+	Hour   TimeUnit = 3
+	Day    TimeUnit = 4
+	Month  TimeUnit = 5
+	Year   TimeUnit = 6
+	Week   TimeUnit = 7
 )
 
-var units = map[string]Unit{"second": Second, "minute": Minute, "hour": Hour, "day": Day, "week": Week, "month": Month, "year": Year}
+var units = map[string]TimeUnit{"second": Second, "minute": Minute, "hour": Hour, "day": Day, "week": Week, "month": Month, "year": Year}
 
 // String returns the unit's name in the configuration: "second", "minute"...
-func (u Unit) String() string {
+func (u TimeUnit) String() string {
 	for name, v := range units {
 		if v == u {
 			return name
 		}
 	}
-	return "Unit(" + strconv.Itoa(int(u)) + ")"
+	return "TimeUnit(" + strconv.Itoa(int(u)) + ")"
 }
 
 // Window is the unit's length: a month is 30 days and a year 365, since
 // a sliding window has no calendar.
-func (u Unit) Window() time.Duration {
+func (u TimeUnit) Window() time.Duration {
 	const day = 24 * time.Hour
 	switch u {
 	case Second:
@@ -81,7 +81,7 @@ type Rule struct {
 	// dots ("messaging.message_type_marketing.to_number"). Metrics use it.
 	Key string
 	// Unit and RequestsPerUnit are the limit; Unlimited rules hold nothing.
-	Unit            Unit
+	Unit            TimeUnit
 	RequestsPerUnit uint32
 	Unlimited       bool
 	// Name and Replaces: a rule that applies to a request drops the rules

@@ -607,7 +607,7 @@ descriptors:
 // file are at its marked lines, in order.
 type ruleWant struct {
 	key       string
-	unit      Unit
+	unit      TimeUnit
 	limit     uint32
 	unlimited bool
 	name      string
@@ -705,7 +705,7 @@ descriptors:
 func TestConfigUnits(t *testing.T) {
 	const day = 24 * 60 * 60
 	for _, tc := range []struct {
-		unit    Unit
+		unit    TimeUnit
 		name    string
 		seconds int64
 	}{
@@ -716,11 +716,11 @@ func TestConfigUnits(t *testing.T) {
 		{Week, "week", 7 * day},
 		{Month, "month", 30 * day},
 		{Year, "year", 365 * day},
-		{Unit(0), "Unit(0)", 0},
-		{Unit(8), "Unit(8)", 0},
+		{TimeUnit(0), "TimeUnit(0)", 0},
+		{TimeUnit(8), "TimeUnit(8)", 0},
 	} {
 		if got := tc.unit.String(); got != tc.name {
-			t.Errorf("Unit(%d).String() = %q, want %q", tc.unit, got, tc.name)
+			t.Errorf("TimeUnit(%d).String() = %q, want %q", tc.unit, got, tc.name)
 		}
 		if got := int64(tc.unit.Window().Seconds()); got != tc.seconds {
 			t.Errorf("%s.Window() = %ds, want %ds", tc.name, got, tc.seconds)

@@ -1,13 +1,18 @@
 package ratelimit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/text/unicode/norm"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tblimit/tblimit/ledger"
 )
@@ -187,3 +192,106 @@ func escapeValue(b *strings.Builder, v string) {
 		i += size
 	}
 }
+
+// match finds the rule of each descriptor of req, drops those other rules
+// of the request replace, and sorts the descriptors: to decide in the
+// chain (part 0), refused without the cluster, checked only, or not limited.
+func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item, error) {
+	st := s.state.Load()
+	items := make([]item, len(req.GetDescriptors()))
+	replaced := map[string]bool{}
+	for i, d := range req.GetDescriptors() {
+		it := &items[i]
+		it.part = partNone
+		entries := make([]Entry, len(d.GetEntries()))
+		values := make([]string, len(entries))
+		for j, e := range d.GetEntries() {
+			entries[j], values[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}, e.GetValue()
+		}
+		it.hits = max(uint64(req.GetHitsAddend()), 1)
+		if h := d.GetHitsAddend(); h != nil {
+			it.hits = h.GetValue() // 0: check only, as Envoy asks at a request's start
+		}
+		if lim := d.GetLimit(); lim != nil && len(entries) > 0 {
+			if !st.cfg.hasDomain(req.GetDomain()) {
+				continue // as envoyproxy/ratelimit: an unknown domain limits nothing
+			}
+			rl, err := s.override(ctx, req.GetDomain(), entries, lim)
+			if err != nil {
+				return nil, err
+			}
+			it.rule, it.limit, it.user, it.metric = rl, lim.GetRequestsPerUnit(), UserKey(values), rl.Key
+			continue
+		}
+		m, ok := st.cfg.lookup(req.GetDomain(), entries)
+		if !ok {
+			continue
+		}
+		it.user, it.metric = m.user, m.metric
+		for _, name := range m.rule.Replaces {
+			replaced[name] = true
+		}
+		if m.rule.Unlimited {
+			it.rule = &rule{Rule: m.rule}
+			continue
+		}
+		it.rule, it.limit = st.rules[m.rule], m.rule.RequestsPerUnit
+	}
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.rule == nil || it.rule.Unlimited:
+		case it.rule.Name != "" && replaced[it.rule.Name]:
+			it.rule = nil
+		case it.hits == 0:
+			it.part = partCheck
+		case it.limit == 0 || it.hits > uint64(it.limit):
+			it.part = partRefused
+		default:
+			it.part = 0
+		}
+	}
+	return items, nil
+}
+
+// override is the rule of a descriptor that carries its own limit (Envoy's
+// per-descriptor limit override): a rule of its domain and keys, created
+// on first use.
+func (s *Service) override(ctx context.Context, domain string, entries []Entry, lim *rlcommon.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
+	raw := lim.GetUnit()
+	if raw < 1 || raw > 7 {
+		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", raw)
+	}
+	u := TimeUnit(raw)
+	spec := domain + "\x00override"
+	key := domain
+	for _, e := range entries {
+		spec += "\x00" + e.Key
+		key += "." + e.Key
+	}
+	spec += "\x00" + u.String()
+	s.overridesMu.Lock()
+	rl := s.overrides[spec]
+	s.overridesMu.Unlock()
+	if rl != nil {
+		return rl, nil
+	}
+	rl, err := s.newRule(ctx, &Rule{Domain: domain, Key: key, Unit: u, spec: spec, File: "(limit override)"})
+	if err != nil {
+		return nil, err
+	}
+	s.overridesMu.Lock()
+	defer s.overridesMu.Unlock()
+	if prev := s.overrides[spec]; prev != nil {
+		return prev, nil
+	}
+	if len(s.overrides) >= maxOverrides {
+		return nil, status.Errorf(codes.InvalidArgument, "more than %d distinct limit overrides (domain, keys, unit): refused", maxOverrides)
+	}
+	s.overrides[spec] = rl
+	return rl, nil
+}
+
+// maxOverrides bounds the rules of Envoy's per-descriptor limits a Service
+// keeps: each is a resource in the cluster, and callers make them.
+const maxOverrides = 10_000

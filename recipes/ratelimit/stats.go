@@ -1,27 +1,15 @@
 package ratelimit
 
 import (
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/recipes/metrics"
 )
 
 // nearLimitRatio: an admitted hit that leaves less than this share of the
 // limit is counted near the limit, as envoyproxy/ratelimit counts it.
 const nearLimitRatio = 0.2
-
-type outcome uint8
-
-const (
-	outcomeWithin outcome = iota
-	outcomeNear
-	outcomeOver
-	outcomeShadow
-	outcomeNotTaken // it fitted, but another descriptor of the request refused it
-)
 
 // stats are a service's counters, by domain and descriptor (the rule's
 // key, or with detailed_metric and value_to_metric the request's values),
@@ -56,20 +44,24 @@ func newStats(c *ledger.Client) *stats {
 	}
 }
 
-func (s *stats) count(it *item, o outcome) {
+// count adds the hits of it, settled, to the counters of what its rule
+// made of it.
+func (s *stats) count(it *item) {
 	labels := []string{it.rule.Domain, it.metric}
 	hits := float64(it.hits)
 	s.total.WithLabelValues(labels...).Add(hits)
-	switch o {
-	case outcomeWithin:
-		s.within.WithLabelValues(labels...).Add(hits)
-	case outcomeNear:
-		s.near.WithLabelValues(labels...).Add(hits)
-	case outcomeOver:
-		s.over.WithLabelValues(labels...).Add(hits)
-	case outcomeShadow: // counted over the limit too, as envoyproxy/ratelimit counts it
+	d := it.d
+	switch refused := d.Reason == ledger.LimitExceeded; {
+	case refused && it.rule.ShadowMode: // counted over the limit too, as envoyproxy/ratelimit counts it
 		s.shadow.WithLabelValues(labels...).Add(hits)
 		s.over.WithLabelValues(labels...).Add(hits)
+	case refused:
+		s.over.WithLabelValues(labels...).Add(hits)
+	case !d.Allowed: // it fitted, but another descriptor of the request refused it
+	case float64(d.Remaining) < nearLimitRatio*float64(d.Limit):
+		s.near.WithLabelValues(labels...).Add(hits)
+	default:
+		s.within.WithLabelValues(labels...).Add(hits)
 	}
 }
 
@@ -97,16 +89,3 @@ func (s *Service) Collect(ch chan<- prometheus.Metric) {
 // CountLoadError counts a configuration that was refused before it reached
 // Load (it did not parse), as Load counts those it refuses.
 func (s *Service) CountLoadError() { s.stats.loads.WithLabelValues("error").Inc() }
-
-// headers are the RateLimit-Policy and RateLimit fields of res.
-func headers(res recipes.Result) []*corev3.HeaderValue {
-	policy, state := res.RateLimitFields()
-	var hs []*corev3.HeaderValue
-	if policy != "" {
-		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit-Policy", Value: policy})
-	}
-	if state != "" {
-		hs = append(hs, &corev3.HeaderValue{Key: "RateLimit", Value: state})
-	}
-	return hs
-}

@@ -1,0 +1,268 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/recipes"
+)
+
+// MaxDescriptors is the most descriptors one request may carry.
+const MaxDescriptors = 8189
+
+// item is one descriptor of a request on its way to an answer.
+type item struct {
+	rule   *rule
+	limit  uint32 // the rule's, or the descriptor's override
+	user   string
+	metric string
+	hits   uint64 // 0: check only (a descriptor's own hits_addend of 0)
+	part   int    // its index in the chain; or partNone, partRefused, partCheck
+	// Once settled: what its rule made of it, and how much of that its
+	// status tells.
+	d      ledger.Decision
+	detail detail
+}
+
+// What becomes of an item that is not in the chain.
+const (
+	partNone    = -1 // no rule limits it (none met, unlimited, replaced)
+	partRefused = -2 // refused without the cluster: its hits can never fit (a limit of 0, or under the hits), or a check found it at its limit
+	partCheck   = -3 // check only: read, nothing taken
+)
+
+// detail is how much of what its rule made of a descriptor its status
+// tells.
+type detail uint8
+
+const (
+	// detailNone: no rule limits it, or the cluster did not answer, or
+	// it is left out (a rule in shadow mode that refuses without asking).
+	detailNone detail = iota
+	// detailLimit: its rule's limit; refused, or not asked because another
+	// descriptor was, without the cluster.
+	detailLimit
+	// detailDecision: its rule's decision or check, made by the cluster (or
+	// its Client's view): also what is left and when quota returns.
+	detailDecision
+)
+
+// refuses reports whether it refuses the request: its rule refused, and
+// is not in shadow mode.
+func (it *item) refuses() bool {
+	return it.d.Reason == ledger.LimitExceeded && !it.rule.ShadowMode
+}
+
+// settle records in it what its rule made of it, d, and how much of that
+// its status tells, and counts its hits. It reports whether it refuses the
+// request.
+func (s *Service) settle(it *item, d ledger.Decision, k detail) bool {
+	it.d, it.detail = d, k
+	s.stats.count(it)
+	return it.refuses()
+}
+
+// ShouldRateLimit decides req: every descriptor that meets a rule with a
+// limit takes its hits from it (the request's hits_addend, 0 meaning 1, or
+// the descriptor's own, where 0 checks without taking), as one chain, all
+// or none. See the package documentation for the answer's fields.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (resp *rls.RateLimitResponse, err error) {
+	start := time.Now()
+	defer func() {
+		s.stats.latency.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	}()
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		return nil, status.Errorf(codes.ResourceExhausted, "%d calls already deciding", cap(s.waiting))
+	}
+	switch {
+	case req.GetDomain() == "":
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(req.GetDescriptors()) == 0:
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
+	}
+	// Everything the cluster is asked ends before the caller's deadline.
+	ctx, cancel := answerBefore(ctx)
+	defer cancel()
+	resp, err = s.decide(ctx, req)
+	if err != nil && s.opts.failsOpen() && errors.Is(err, ledger.ErrUnavailable) {
+		return s.answer(make([]item, len(req.GetDescriptors())), recipes.NewResult(true, ledger.Unavailable, nil)), nil
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// decide is ShouldRateLimit's work.
+func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
+	items, err := s.match(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx, items); err != nil {
+		return nil, err
+	}
+	if s.refusedLocally(items) {
+		return s.answer(items, recipes.NewResult(false, ledger.LimitExceeded, nil)), nil
+	}
+	res, err := s.chain(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	return s.answer(items, res), nil
+}
+
+// failsOpen reports whether the service answers OK while the cluster
+// does not answer.
+func (o *options) failsOpen() bool {
+	return o.onUnavailable != nil && *o.onUnavailable == ledger.FailOpen
+}
+
+// answerBefore bounds a decision so that it ends before the caller's
+// deadline, by a fifth of the time left (at most 100 ms): a cluster that
+// does not answer is then reported (UNAVAILABLE, or OK when failing open)
+// while the caller still listens, as Envoy's failure_mode_deny expects.
+func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	left := time.Until(dl)
+	return context.WithDeadline(ctx, dl.Add(-min(left/5, 100*time.Millisecond)))
+}
+
+// check decides the check-only descriptors, taking nothing: over the limit
+// when nothing is left, as envoyproxy/ratelimit answers an increment of 0
+// at the limit. They are checked together, in the Client's pipeline (one
+// read shared with the checks of other requests in flight, or none when
+// the Client knows the keys). One enforcing descriptor over its limit
+// refuses the request, and the chain is not sent.
+func (s *Service) check(ctx context.Context, items []item) error {
+	var idx []int
+	var parts []ledger.Part
+	for i := range items {
+		if it := &items[i]; it.part == partCheck {
+			it.part = partNone
+			idx = append(idx, i)
+			parts = append(parts, ledger.Part{Resource: it.rule.res,
+				Request: ledger.Request{User: it.user, Amount: 1, Limit: uint64(it.limit)}})
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	ds, err := s.c.CheckAll(ctx, parts)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		if s.settle(&items[i], ds[k], detailDecision) {
+			items[i].part = partRefused // refuses the request: nothing taken elsewhere
+		}
+	}
+	return nil
+}
+
+// refusedLocally settles a request that a descriptor refuses without the
+// cluster (a limit of 0, more hits than the whole limit, or a check-only
+// descriptor at its limit; shadow_mode rules excepted): nothing is asked
+// of the cluster, since nothing may be taken; the other descriptors report
+// their limit only. A rule in shadow mode that would refuse is counted,
+// and left out.
+func (s *Service) refusedLocally(items []item) bool {
+	refused := false
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.part != partRefused:
+			continue
+		case it.detail == detailDecision: // a check-only descriptor at its limit: settled already
+			refused = true
+			continue
+		}
+		never := ledger.Decision{Reason: ledger.LimitExceeded, Limit: uint64(it.limit), RetryAfter: -1}
+		if it.rule.ShadowMode {
+			s.settle(it, never, detailNone)
+			it.part = partNone
+			continue
+		}
+		s.settle(it, never, detailLimit)
+		refused = true
+	}
+	if !refused {
+		return false
+	}
+	for i := range items {
+		if it := &items[i]; it.part >= 0 {
+			s.settle(it, ledger.Decision{Limit: uint64(it.limit)}, detailLimit) // not asked: another refused
+		}
+	}
+	return true
+}
+
+// chain decides the descriptors that are in the chain (part 0) as one, a
+// Group's decision, and settles each with its rule's decision unless the
+// cluster did not answer. The Result names each policy by its rule's
+// name, else its key, as the RateLimit fields name it.
+func (s *Service) chain(ctx context.Context, items []item) (recipes.Result, error) {
+	members := make([]recipes.Member, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		it.part = len(members)
+		members = append(members, recipes.Member{Limiter: it.rule.limiter, Key: it.user, Cost: recipes.Cost{Requests: it.hits},
+			Limits: recipes.Plan{it.rule.res.Name: uint64(it.limit)}})
+	}
+	if len(members) == 0 {
+		return recipes.NewResult(true, ledger.Admitted, nil), nil
+	}
+	res, err := s.group.Allow(ctx, members)
+	if err != nil || res.Reason == ledger.Unavailable {
+		return res, err // unanswered: OnUnavailable decided, and nothing is known of each descriptor
+	}
+	shown := make([]recipes.PolicyResult, 0, len(members))
+	for i := range items {
+		it := &items[i]
+		if it.part < 0 {
+			continue
+		}
+		p := res.Policies[it.part]
+		p.Policy = it.rule.display
+		s.settle(it, p.Decision, detailDecision)
+		shown = append(shown, p)
+	}
+	return recipes.NewResult(res.Allowed, res.Reason, shown), nil
+}
+
+// grpcError is the gRPC status of a decision's error: the caller's
+// mistakes are INVALID_ARGUMENT, an unanswered cluster UNAVAILABLE (or
+// DEADLINE_EXCEEDED when the caller's deadline passed).
+func grpcError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, ledger.ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, ledger.ErrTooMany), errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidAmount):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
