@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -239,5 +240,221 @@ func TestNetLostReply(t *testing.T) {
 	r.finish(fmt.Sprintf("lost replies (%d)", lost))
 	if lost == 0 {
 		t.Fatal("no reply was lost: the test proved nothing")
+	}
+}
+
+// A connection that hangs (nothing forwarded, nothing closed) for 3 s, then one whose
+// replies hang for 2 s while its requests go through and are applied: every call returns
+// by its deadline, answered or ErrUnavailable, and the callers' retries by ID count each
+// request once.
+func TestNetHang(t *testing.T) {
+	admin, clusterID, p := netServer(t)
+	r := startNet(t, admin, clusterID, []string{p.Addr()}, 500*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	p.Hang(testenv.Both)
+	time.Sleep(3 * time.Second)
+	p.Heal()
+	time.Sleep(2 * time.Second)
+	p.Hang(testenv.Down)
+	time.Sleep(2 * time.Second)
+	p.Heal()
+	time.Sleep(2 * time.Second)
+	r.finish("hung connection")
+}
+
+// A slow link, 100 ms each way, for the whole run: calls are answered or return
+// ErrUnavailable by their deadline; nothing over, nothing lost.
+func TestNetSlowLink(t *testing.T) {
+	admin, clusterID, p := netServer(t)
+	p.Delay(testenv.Both, 100*time.Millisecond)
+	r := startNet(t, admin, clusterID, []string{p.Addr()}, time.Second)
+	time.Sleep(10 * time.Second)
+	r.finish("slow link, 100 ms each way")
+}
+
+// While the connection hangs, FailOpen admits and FailClosed denies, without an error and
+// by the deadline; a payment is never made open: it returns ErrUnavailable under either.
+// What the cluster answered is recorded, and no user is over its limit in its record.
+func TestNetUnavailablePolicies(t *testing.T) {
+	admin, clusterID, p := netServer(t)
+	for _, policy := range []ledger.OnUnavailable{ledger.FailOpen, ledger.FailClosed} {
+		t.Run(policy.String(), func(t *testing.T) {
+			p.Heal()
+			const deadline = 300 * time.Millisecond
+			r := startPolicyRun(t, admin, clusterID, p.Addr(), policy, deadline)
+			time.Sleep(1500 * time.Millisecond)
+			p.Hang(testenv.Both)
+			time.Sleep(2 * time.Second)
+			p.Heal()
+			time.Sleep(1500 * time.Millisecond)
+			r.finish(t, admin, deadline)
+		})
+	}
+}
+
+// policyRun is callers that each make single calls (no retries) under a policy.
+type policyRun struct {
+	policy ledger.OnUnavailable
+	fleets []*netFleet
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	tally  []policyTally // per fleet
+}
+
+// policyTally is what the calls of one fleet returned.
+type policyTally struct {
+	calls, byCluster, byPolicy, late int
+	worst                            time.Duration
+	admitted                         []policyCall // admissions the cluster answered, to find in its record
+	problems                         []string
+}
+
+// policyCall is one call of a policyRun and what it returned.
+type policyCall struct {
+	fleet   int
+	pay     bool
+	d       ledger.Decision
+	err     error
+	took    time.Duration
+	problem string
+}
+
+func startPolicyRun(t *testing.T, admin *ledger.Client, clusterID uint64, addr string, policy ledger.OnUnavailable, deadline time.Duration) *policyRun {
+	t.Helper()
+	r := &policyRun{policy: policy, stop: make(chan struct{}), tally: make([]policyTally, len(modes))}
+	base := startNet(t, admin, clusterID, []string{addr}, deadline, ledger.WithUnavailable(policy))
+	close(base.stop) // only its fleets and Clients are wanted
+	base.wg.Wait()
+	for i, nf := range base.fleets {
+		nf.answers = nil
+		r.fleets = append(r.fleets, nf)
+		for w := range nf.callers {
+			r.wg.Go(func() {
+				for seq := 0; ; seq++ {
+					select {
+					case <-r.stop:
+						return
+					default:
+					}
+					r.add(r.call(i, nf, w, seq, deadline), deadline)
+					// A denial answered in memory takes microseconds: without a
+					// pause a caller would spin on a shared 2-core machine.
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+	}
+	return r
+}
+
+// call makes one Acquire or Pay and returns what it returned and any broken promise.
+func (r *policyRun) call(i int, nf *netFleet, w, seq int, deadline time.Duration) policyCall {
+	user := nf.f.Users[(w+seq)%len(nf.f.Users)]
+	k := policyCall{fleet: i, pay: seq%4 == 3}
+	cctx, cancel := context.WithTimeout(context.Background(), deadline)
+	start := time.Now()
+	if k.pay {
+		to := nf.f.Users[(w+seq+1)%len(nf.f.Users)]
+		k.d, k.err = nf.c.Pay(cctx, nf.f.Money, ledger.Payment{From: user, To: to, Amount: 1})
+	} else {
+		k.d, k.err = nf.c.Acquire(cctx, nf.f.Req, ledger.Request{User: user, Amount: 1})
+	}
+	k.took = time.Since(start)
+	cancel()
+	unavailable := errors.Is(k.err, ledger.ErrUnavailable)
+	switch {
+	case k.err != nil && !unavailable:
+		k.problem = "error: " + k.err.Error()
+	case k.pay && k.err == nil && k.d.Reason == ledger.Unavailable:
+		k.problem = "a payment unanswered returned no error"
+	case k.pay && k.d.Allowed && k.err != nil:
+		k.problem = "a payment unanswered was allowed"
+	case !k.pay && unavailable:
+		k.problem = fmt.Sprintf("unanswered under %v returned the error", r.policy)
+	case !k.pay && k.d.Reason == ledger.Unavailable && k.d.Allowed != (r.policy == ledger.FailOpen):
+		k.problem = fmt.Sprintf("unanswered under %v: allowed %v", r.policy, k.d.Allowed)
+	}
+	return k
+}
+
+// add counts call k in its fleet's tally.
+func (r *policyRun) add(k policyCall, deadline time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	y := &r.tally[k.fleet]
+	y.calls++
+	y.worst = max(y.worst, k.took)
+	if k.took > deadline+netAllowance {
+		y.late++
+		y.problems = append(y.problems, fmt.Sprintf("a call took %v with a deadline of %v", k.took, deadline))
+	}
+	if k.problem != "" {
+		y.problems = append(y.problems, fmt.Sprintf("%s (%+v, %v)", k.problem, k.d, k.err))
+	}
+	switch {
+	case k.d.Reason == ledger.Unavailable:
+		y.byPolicy++
+	case k.err == nil:
+		y.byCluster++
+		if k.d.Allowed {
+			y.admitted = append(y.admitted, k)
+		}
+	}
+}
+
+// finish stops the callers and checks every call and the cluster's record of each fleet.
+func (r *policyRun) finish(t *testing.T, admin *ledger.Client, deadline time.Duration) {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
+	for i, nf := range r.fleets {
+		recorded := map[uint32]map[string]int{}
+		over := 0
+		for _, res := range []ledger.Resource{nf.f.Req, nf.f.Money} {
+			recorded[res.Ledger] = map[string]int{}
+			users, err := admin.Users(ctx, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range users {
+				a, err := admin.Audit(ctx, res, u.Key, time.Time{}, time.Time{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !a.OK() {
+					over++
+					t.Errorf("%s on %s over its limit: %+v", u.Key, res.Name, a)
+				}
+				h, err := admin.History(ctx, res, u.Key, time.Time{}, time.Time{}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, adm := range h {
+					recorded[res.Ledger][adm.ID.String()]++
+				}
+			}
+		}
+		y := &r.tally[i]
+		fig := netFigures{What: "hung connection, " + r.policy.String(), Mode: nf.mode, Over: over,
+			Calls: y.calls, Answered: y.byCluster, Admitted: len(y.admitted), Late: y.late, Worst: y.worst}
+		for _, k := range y.admitted {
+			l := nf.f.Req.Ledger
+			if k.pay {
+				l = nf.f.Money.Ledger
+			}
+			if n := recorded[l][k.d.ID.String()]; n != 1 {
+				fig.Lost++
+				y.problems = append(y.problems, fmt.Sprintf("admission %s answered by the cluster, recorded %d times", k.d.ID, n))
+			}
+		}
+		for _, p := range y.problems[:min(len(y.problems), 30)] {
+			t.Errorf("%s: %s", nf.mode, p)
+		}
+		policyAnswers := y.byPolicy
+		t.Logf("%v; %d answered by the policy", fig, policyAnswers)
+		if policyAnswers == 0 && nf.mode != "leases" {
+			t.Errorf("%s: no call was answered by the policy: the hang proved nothing", nf.mode)
+		}
 	}
 }
