@@ -458,3 +458,60 @@ func (r *policyRun) finish(t *testing.T, admin *ledger.Client, deadline time.Dur
 		}
 	}
 }
+
+// One replica of three cut off from the other two (its links blackholed both ways, nothing
+// closed; clients still reach it), then healed: first a replica the Clients do not send
+// their requests to, then the one they do. Decisions go on through the other two; nothing
+// over, nothing lost.
+func TestNetPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs a real tigerbeetle cluster")
+	}
+	cl, m := testenv.StartMeshCluster(t, 3)
+	admin := ledger.New(cl.Client(t), ledger.WithTimeout(2*time.Minute))
+	r := startNet(t, admin, cl.ClusterID, m.Addresses(), time.Second)
+	time.Sleep(2 * time.Second)
+	talks := busiestFront(m, time.Second)
+	var cuts [][2]time.Time
+	for _, cut := range []int{(talks + 1) % 3, talks} {
+		t.Logf("cutting replica %d off (the Clients send to replica %d)", cut, talks)
+		m.Isolate(cut)
+		from := time.Now()
+		time.Sleep(5 * time.Second)
+		cuts = append(cuts, [2]time.Time{from, time.Now()})
+		m.Heal()
+		time.Sleep(3 * time.Second)
+	}
+	r.finish("replica cut off, a backup then the one the Clients talk to")
+	for i, cut := range cuts {
+		n := 0
+		for _, nf := range r.fleets {
+			for _, a := range nf.answers {
+				if a.Answered && a.At.After(cut[0]) && a.At.Before(cut[1]) {
+					n++
+				}
+			}
+		}
+		t.Logf("cut-off %d: %d calls answered in its %v", i, n, cut[1].Sub(cut[0]).Round(time.Millisecond))
+		if n == 0 {
+			t.Errorf("cut-off %d: no call was answered while one replica was cut off", i)
+		}
+	}
+}
+
+// busiestFront returns the replica whose front proxy carried the most bytes from clients
+// over d: the one the Clients send their requests to.
+func busiestFront(m *testenv.Mesh, d time.Duration) int {
+	var before [3]int64
+	for i := range before {
+		before[i] = m.Front(i).Stats().Up
+	}
+	time.Sleep(d)
+	best, most := 0, int64(-1)
+	for i := range before {
+		if n := m.Front(i).Stats().Up - before[i]; n > most {
+			best, most = i, n
+		}
+	}
+	return best
+}
