@@ -64,9 +64,8 @@ func StartCluster(ctx context.Context, dir string, n int, opts ...Option) (*Clus
 		return nil, err
 	}
 	c := &Cluster{Addresses: addresses, ClusterID: cfg.clusterID, bin: bin, cfg: cfg, replicas: make([]*Process, n)}
-	list := strings.Join(addresses, ",")
 	for i := range n {
-		p, err := spawn(bin, cfg, files[i], i, list)
+		p, err := c.spawn(files[i], i)
 		if err != nil {
 			_ = c.Kill()
 			return nil, err
@@ -142,7 +141,7 @@ func (c *Cluster) restart(ctx context.Context, i int) error {
 		return fmt.Errorf("launch: replica %d (pid %d) is still running", i, old.Cmd.Process.Pid)
 	}
 	_ = old.Stop() // marks the exit as expected; an earlier failure is the caller's to see in old
-	p, err := spawn(c.bin, c.cfg, old.DataFile, i, strings.Join(c.Addresses, ","))
+	p, err := c.spawn(old.DataFile, i)
 	if err != nil {
 		return err
 	}
@@ -150,6 +149,23 @@ func (c *Cluster) restart(ctx context.Context, i int) error {
 	ctx, cancel := readyContext(ctx, c.cfg)
 	defer cancel()
 	return p.listening(ctx)
+}
+
+// spawn starts replica i on dataFile with its address list (see WithReplicaAddresses).
+func (c *Cluster) spawn(dataFile string, i int) (*Process, error) {
+	list := c.Addresses
+	if c.cfg.peers != nil {
+		list = c.cfg.peers(i, append([]string(nil), c.Addresses...))
+		if len(list) != len(c.Addresses) || list[i] != c.Addresses[i] {
+			return nil, fmt.Errorf("launch: replica %d given addresses %v: want %d, entry %d %s", i, list, len(c.Addresses), i, c.Addresses[i])
+		}
+	}
+	p, err := spawn(c.bin, c.cfg, dataFile, i, strings.Join(list, ","))
+	if err != nil {
+		return nil, err
+	}
+	p.Addresses = c.Addresses // what a client needs, whatever the replica dials
+	return p, nil
 }
 
 // listening waits until the process accepts TCP connections on its address.

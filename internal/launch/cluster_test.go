@@ -205,3 +205,50 @@ func TestClusterAddresses(t *testing.T) {
 		t.Errorf("clusterAddresses(0, 5) = %q, %v, want five different addresses", got, err)
 	}
 }
+
+// WithReplicaAddresses starts each replica, and restarts it, with its own address list;
+// the cluster's Addresses and each Process's stay the replicas' own.
+func TestClusterReplicaAddresses(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t, fake.Options{})
+	dir := t.TempDir()
+	own := func(i int, addresses []string) []string {
+		for j := range addresses {
+			if j > i {
+				addresses[j] = "127.0.0.1:1" // where replica i would dial replica j
+			}
+		}
+		return addresses
+	}
+	c, err := StartCluster(t.Context(), dir, 2, WithBinary(f.Bin), WithDevelopment(true), WithProbe(fake.DialProbe), WithReplicaAddresses(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	file := func(i int) string { return filepath.Join(dir, DataFileName(0, i)) }
+	want := []string{
+		"start --addresses=" + c.Addresses[0] + ",127.0.0.1:1 --development " + file(0),
+		"start --addresses=" + strings.Join(c.Addresses, ",") + " --development " + file(1),
+	}
+	if got := slices.Sorted(slices.Values(f.Calls(t)[2:])); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("starts = %q, want %q", got, want)
+	}
+	for i := range 2 {
+		if p := c.Replica(i); !slices.Equal(p.Addresses, c.Addresses) || p.Address != c.Addresses[i] {
+			t.Errorf("Replica(%d) at %s with addresses %q, want %s of %q", i, p.Address, p.Addresses, c.Addresses[i], c.Addresses)
+		}
+	}
+	if err := c.KillReplica(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartReplica(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Calls(t)[4]; got != want[0] {
+		t.Errorf("restart = %q, want %q", got, want[0])
+	}
+	bad := func(i int, addresses []string) []string { return addresses[:1] }
+	if _, err := StartCluster(t.Context(), t.TempDir(), 2, WithBinary(f.Bin), WithDevelopment(true), WithProbe(fake.DialProbe), WithReplicaAddresses(bad)); err == nil {
+		t.Error("StartCluster with a short address list for a replica succeeded")
+	}
+}

@@ -29,6 +29,7 @@ type config struct {
 	readyTimeout time.Duration
 	stopTimeout  time.Duration
 	probe        ProbeFunc
+	peers        func(replica int, addresses []string) []string // see WithReplicaAddresses
 }
 
 func newConfig(opts []Option) config {
@@ -109,6 +110,16 @@ func WithStopTimeout(d time.Duration) Option {
 			c.stopTimeout = d
 		}
 	}
+}
+
+// WithReplicaAddresses gives each replica of a cluster its own address list: StartCluster
+// and RestartReplica start replica i with f(i, addresses) instead of the cluster's
+// addresses, so that what a replica dials to reach another can be a proxy (see
+// testenv.StartMeshCluster). The list must have one entry per replica, and entry i must be
+// addresses[i], where replica i listens. A replica dials only the replicas after it in the
+// list (TigerBeetle's message bus); the others dial it.
+func WithReplicaAddresses(f func(replica int, addresses []string) []string) Option {
+	return func(c *config) { c.peers = f }
 }
 
 // ProbeFunc returns nil once the cluster at addresses answered a client of clusterID. It
