@@ -106,6 +106,7 @@ func (w *world) do(ctx context.Context, c *ledger.Client, k call) (allowed bool,
 func TestDeadlinesUnderFaults(t *testing.T) {
 	const deadline = 150 * time.Millisecond
 	const noise = 250 * time.Millisecond // scheduling on a busy 2-core machine, -race
+	late := testenv.WatchLateness(t)     // more, on a busier one
 	for _, m := range modes {
 		lossy := simnet.Faults{DropRequest: 0.2, DropReply: 0.2, Delay: 100 * time.Millisecond, Hold: 300 * time.Millisecond}
 		for _, f := range []struct {
@@ -156,8 +157,8 @@ func TestDeadlinesUnderFaults(t *testing.T) {
 				}
 				wg.Wait()
 				t.Logf("%d answered, %d unavailable; slowest call %v", answered.Load(), unavailable.Load(), time.Duration(worst.Load()))
-				if time.Duration(worst.Load()) > deadline+noise {
-					t.Errorf("a call took %v with a deadline of %v", time.Duration(worst.Load()), deadline)
+				if time.Duration(worst.Load()) > deadline+late.Allowance(noise) {
+					t.Errorf("a call took %v with a deadline of %v (timers here fired up to %v late)", time.Duration(worst.Load()), deadline, late.Worst())
 				}
 				if f.faults.Stall && answered.Load() > 0 {
 					t.Errorf("%d calls answered by a stalled cluster", answered.Load())

@@ -26,7 +26,8 @@ import (
 const (
 	netCallers = 64
 	// netAllowance is what a call may take beyond its deadline before it counts as late:
-	// scheduling on a 2-core machine shared with the server and other work.
+	// scheduling on a 2-core machine shared with the server and other work; more when
+	// timers fire later than that (netRun.late).
 	netAllowance = 250 * time.Millisecond
 )
 
@@ -48,12 +49,13 @@ type netRun struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	start  time.Time
+	late   *testenv.Lateness
 }
 
 // startNet sets up a fleet per mode and starts its callers; deadline bounds each call.
 func startNet(t *testing.T, admin *ledger.Client, clusterID uint64, addresses []string, deadline time.Duration, opts ...ledger.Option) *netRun {
 	t.Helper()
-	r := &netRun{t: t, admin: admin, stop: make(chan struct{})}
+	r := &netRun{t: t, admin: admin, stop: make(chan struct{}), late: testenv.WatchLateness(t)}
 	for i, m := range modes {
 		nf := &netFleet{mode: m.name, callers: netCallers / len(modes)}
 		if i == 0 {
@@ -126,8 +128,9 @@ func (r *netRun) finish(what string) []netFigures {
 	}
 	var figs []netFigures
 	for _, nf := range r.fleets {
-		problems, unclaimed := claimless(nf, auditFleet(r.admin, &nf.f, nf.answers, netAllowance))
-		fig := figures(what, nf, problems)
+		allowance := r.late.Allowance(netAllowance)
+		problems, unclaimed := claimless(nf, auditFleet(r.admin, &nf.f, nf.answers, allowance))
+		fig := figures(what, nf, problems, allowance)
 		fig.Unclaimed = unclaimed
 		t.Log(fig)
 		figs = append(figs, fig)
@@ -185,7 +188,7 @@ func (f netFigures) String() string {
 
 // figures counts a fleet's answers and sorts the audit's problems: over a limit, an
 // admission or payment lost, one counted twice, and calls past their deadline.
-func figures(what string, nf *netFleet, problems []string) netFigures {
+func figures(what string, nf *netFleet, problems []string, allowance time.Duration) netFigures {
 	fig := netFigures{What: what, Mode: nf.mode, Calls: len(nf.answers)}
 	for _, a := range nf.answers {
 		if a.Answered {
@@ -200,7 +203,7 @@ func figures(what string, nf *netFleet, problems []string) netFigures {
 				fig.PaidAfterRetry++
 			}
 		}
-		if a.Slowest > nf.f.Deadline+netAllowance {
+		if a.Slowest > nf.f.Deadline+allowance {
 			fig.Late++
 		}
 		fig.Worst = max(fig.Worst, a.Slowest)
@@ -328,6 +331,7 @@ type policyRun struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	tally  []policyTally // per fleet
+	late   *testenv.Lateness
 }
 
 // policyTally is what the calls of one fleet returned.
@@ -352,6 +356,7 @@ func startPolicyRun(t *testing.T, admin *ledger.Client, clusterID uint64, addr s
 	t.Helper()
 	r := &policyRun{policy: policy, stop: make(chan struct{}), tally: make([]policyTally, len(modes))}
 	base := startNet(t, admin, clusterID, []string{addr}, deadline, ledger.WithUnavailable(policy))
+	r.late = base.late
 	close(base.stop) // only its fleets and Clients are wanted
 	base.wg.Wait()
 	for i, nf := range base.fleets {
@@ -413,7 +418,7 @@ func (r *policyRun) add(k policyCall, deadline time.Duration) {
 	y := &r.tally[k.fleet]
 	y.calls++
 	y.worst = max(y.worst, k.took)
-	if k.took > deadline+netAllowance {
+	if k.took > deadline+r.late.Allowance(netAllowance) {
 		y.late++
 		y.problems = append(y.problems, fmt.Sprintf("a call took %v with a deadline of %v", k.took, deadline))
 	}
