@@ -107,17 +107,19 @@ func (g *engineGuard) run(interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		g.check()
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+			g.check()
 		}
 	}
 }
 
-// guard starts g's checks, every interval; the returned function stops them.
+// start checks once, so that a process already past its bound refuses its
+// first request, then every interval; the returned function stops it.
 func (g *engineGuard) start(interval time.Duration) (stop func()) {
+	g.check()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
