@@ -38,11 +38,12 @@ type Client struct {
 	unavailable OnUnavailable
 	closeTB     bool
 	maxWaiting  int
-	exact       bool          // WithExactDecisions
-	coalesce    bool          // WithCoalescing
-	gather      time.Duration // WithCoalescing's wait
-	leases      *leaser       // nil unless WithLeases
-	observer    Observer      // nil unless WithObserver
+	exact       bool            // WithExactDecisions
+	coalesce    bool            // WithCoalescing
+	gather      time.Duration   // WithCoalescing's wait
+	leases      *leaser         // nil unless WithLeases
+	observer    Observer        // nil unless WithObserver
+	requests    RequestObserver // nil unless WithRequestObserver
 	users       users
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
 

@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"context"
 	"time"
+
+	"github.com/tblimit/tblimit/ledger/internal/conn"
 )
 
 // Observer is told of every decision a Client makes, whoever asked for it
@@ -58,4 +61,74 @@ func (c *Client) observe(start time.Time, parts []Part, ds []Decision, err error
 		}
 		c.observer.ObserveDecision(DecisionEvent{Resource: h.Resource, Decision: d, Err: err, Took: took})
 	}
+}
+
+// RequestObserver is told of every request a Client sends to TigerBeetle
+// (creates, lookups and queries), when its answer comes: for tracing, a
+// span per request. ObserveRequest is called on the goroutine that sent
+// the request: it must be quick and safe for concurrent use.
+type RequestObserver interface {
+	ObserveRequest(RequestEvent)
+}
+
+// RequestEvent is one request to TigerBeetle, as a RequestObserver sees it.
+type RequestEvent struct {
+	// Operation is TigerBeetle's name for it: create_transfers,
+	// create_accounts, lookup_accounts, lookup_transfers,
+	// get_account_transfers, query_accounts or query_transfers.
+	Operation string
+	// Events is how many events it carried: transfers, accounts, IDs, or
+	// one filter.
+	Events int
+	// Results is how many results the answer held; Failed, of a create,
+	// how many events the cluster did not create (a limit's denial is
+	// one: exceeds_credits).
+	Results, Failed int
+	// Start is when it was sent; Took, how long its answer took.
+	Start time.Time
+	Took  time.Duration
+	// Err is why it failed, if it did (no answer, or refused whole).
+	Err error
+	// Calls are the contexts of the calls it served: every call of a
+	// batch of decisions (concurrent calls share one request), the one
+	// call that made a lookup or a query, or a context of the Client's own
+	// for its reads between batches (refreshing its views of users). A
+	// call may have stopped waiting before the answer came.
+	Calls []context.Context
+}
+
+// WithRequestObserver has o told of every request the Client sends to
+// TigerBeetle.
+func WithRequestObserver(o RequestObserver) Option {
+	return func(c *Client) {
+		c.requests = o
+		c.conn.SetObserver(func(ctx context.Context, r conn.Request) {
+			calls, _ := ctx.Value(callsKey{}).([]context.Context)
+			if calls == nil {
+				calls = []context.Context{ctx}
+			}
+			o.ObserveRequest(RequestEvent{Operation: r.Op, Events: r.Events, Results: r.Results, Failed: r.Failed,
+				Start: r.Start, Took: r.Took, Err: r.Err, Calls: calls})
+		})
+	}
+}
+
+// callsKey is the context value of a batch's request that holds its calls'
+// contexts (see withCalls).
+type callsKey struct{}
+
+// withCalls is ctx, the pipeline's context for a request, carrying for
+// the RequestObserver the contexts of the ops of the batch that the
+// request serves, those keep accepts (ctx itself without an observer).
+func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) context.Context {
+	if c.requests == nil {
+		return ctx
+	}
+	calls := make([]context.Context, 0, len(ops))
+	for _, o := range ops {
+		if o.ctx != nil && keep(o) {
+			calls = append(calls, o.ctx)
+		}
+	}
+	return context.WithValue(ctx, callsKey{}, calls)
 }

@@ -39,11 +39,12 @@ type op struct {
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	sights  []sight   // users its holds provision first (see sight), if any
 	sights1 [1]sight
-	seen    bool    // every user of its holds was seen provisioned before it was sent: no sight
-	checks  []check // a Check's parts: no chain, answered by reads (see answerChecks)
-	key     ID      // the caller's ID for the request (see Request.ID), or zero
-	marked  bool    // the chain starts with key's marker (a later attempt under key)
-	payment bool    // a payment: never allowed open; its second event pays
+	seen    bool            // every user of its holds was seen provisioned before it was sent: no sight
+	checks  []check         // a Check's parts: no chain, answered by reads (see answerChecks)
+	key     ID              // the caller's ID for the request (see Request.ID), or zero
+	ctx     context.Context // the caller's, for a RequestObserver (see withCalls)
+	marked  bool            // the chain starts with key's marker (a later attempt under key)
+	payment bool            // a payment: never allowed open; its second event pays
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
 	explain func(t *tb.Transfer, out outcome) error
@@ -147,6 +148,7 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 	if !c.conn.InProcess() { // an in-process engine answers at once
 		wait = c.conn.Wait(ctx)
 	}
+	o.ctx = ctx
 	if _, err := c.pipe.Do(ctx, wait, o); err != nil {
 		return c.conn.NoAnswer(err)
 	}
@@ -202,7 +204,8 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
 	if f.b.sightings(ops); len(f.b.accounts) > 0 {
-		ares, err := c.conn.CreateAccountsAhead(patient, f.b.accounts)
+		provisions := func(o *op) bool { return len(o.sights) > 0 }
+		ares, err := c.conn.CreateAccountsAhead(c.withCalls(patient, ops, provisions), f.b.accounts)
 		if err != nil {
 			f.err = err
 			return f
@@ -223,11 +226,15 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	}
 	c.lastExact = f.exact
 	if len(f.b.send) > 0 {
-		f.res, f.err = c.conn.CreateTransfers(patient, f.b.send)
+		f.res, f.err = c.conn.CreateTransfers(c.withCalls(patient, ops, sent), f.b.send)
 	}
 	f.now = c.localNow()
 	return f
 }
+
+// sent reports whether build put op o's transfers in its batch's create
+// (alone or merged).
+func sent(o *op) bool { return !o.local && o.err == nil && o.checks == nil }
 
 // rides reports whether op o, come while a batch's accounts were made, may
 // join its create: it provisions no user, checks nothing, and reads

@@ -52,6 +52,7 @@ type Conn struct {
 	redial   func() (tb.Client, error)
 	redialMu sync.Mutex // held while a new client is opened
 	closed   atomic.Bool
+	observe  func(context.Context, Request) // nil: none (see SetObserver)
 }
 
 // New returns a Conn on c. A client that reports InProcess (the embedded
@@ -257,7 +258,7 @@ func tbError(err error) error {
 // transfer). A batch larger than the cluster takes in one request is split,
 // never inside a linked chain.
 func (c *Conn) CreateTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.CreateTransferResult, error) {
-	res, err := split(ctx, c, ts, func(t tb.Transfer) bool { return t.TransferFlags().Linked }, c.tb.CreateTransfers)
+	res, err := split(ctx, c, "create_transfers", ts, func(t tb.Transfer) bool { return t.TransferFlags().Linked }, c.tb.CreateTransfers)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (c *Conn) CreateTransfers(ctx context.Context, ts []tb.Transfer) ([]tb.Crea
 // CreateAccounts sends accounts as CreateTransfers sends transfers. It does
 // not fold AccountExists: callers tell a new account from an old one.
 func (c *Conn) CreateAccounts(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
-	return split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.tb.CreateAccounts)
+	return split(ctx, c, "create_accounts", as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.tb.CreateAccounts)
 }
 
 // CreateAccountsAhead is CreateAccounts for accounts that a create of
@@ -280,7 +281,7 @@ func (c *Conn) CreateAccounts(ctx context.Context, as []tb.Account) ([]tb.Create
 // requests durable one by one (an embedded journal) may leave these to the
 // fsync of the create that follows.
 func (c *Conn) CreateAccountsAhead(ctx context.Context, as []tb.Account) ([]tb.CreateAccountResult, error) {
-	return split(ctx, c, as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.counted.createAccountsDeferred)
+	return split(ctx, c, "create_accounts", as, func(a tb.Account) bool { return a.AccountFlags().Linked }, c.counted.createAccountsDeferred)
 }
 
 // split sends events in requests the cluster accepts (c.createCap),
@@ -288,7 +289,7 @@ func (c *Conn) CreateAccountsAhead(ctx context.Context, as []tb.Account) ([]tb.C
 // refused whole, so that is safe). linked tells which events continue a
 // chain: a chain is never split, and a chain longer than a request is
 // ErrTooMany.
-func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
+func split[E, R any](ctx context.Context, c *Conn, op string, events []E, linked func(E) bool, send func([]E) ([]R, error)) ([]R, error) {
 	var out []R
 	for start := 0; start < len(events); {
 		size := c.createCap.size()
@@ -300,7 +301,7 @@ func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bo
 			return nil, fmt.Errorf("%w: a linked chain longer than %d events", ErrTooMany, size)
 		}
 		part := events[start:end]
-		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		res, err := call(ctx, c, observed(ctx, c, op, len(part), func() ([]R, error) { return send(part) }))
 		if errors.Is(err, ErrTooMany) && len(part) > 1 {
 			c.createCap.refused(len(part))
 			continue
@@ -324,23 +325,23 @@ func split[E, R any](ctx context.Context, c *Conn, events []E, linked func(E) bo
 // LookupAccounts returns the accounts with ids that exist, in the order
 // asked (TigerBeetle leaves out those not found).
 func (c *Conn) LookupAccounts(ctx context.Context, ids []tb.Uint128) ([]tb.Account, error) {
-	return lookup(ctx, c, ids, c.tb.LookupAccounts)
+	return lookup(ctx, c, "lookup_accounts", ids, c.tb.LookupAccounts)
 }
 
 // LookupTransfers returns the transfers with ids that exist, in the order asked.
 func (c *Conn) LookupTransfers(ctx context.Context, ids []tb.Uint128) ([]tb.Transfer, error) {
-	return lookup(ctx, c, ids, c.tb.LookupTransfers)
+	return lookup(ctx, c, "lookup_transfers", ids, c.tb.LookupTransfers)
 }
 
 // lookup sends a lookup in parts the cluster accepts (c.lookupCap), as
 // split does for creates.
-func lookup[R any](ctx context.Context, c *Conn, ids []tb.Uint128, send func([]tb.Uint128) ([]R, error)) ([]R, error) {
+func lookup[R any](ctx context.Context, c *Conn, op string, ids []tb.Uint128, send func([]tb.Uint128) ([]R, error)) ([]R, error) {
 	var out []R
 	for start := 0; start < len(ids) || start == 0; {
 		size := c.lookupCap.size()
 		end := min(start+size, len(ids))
 		part := ids[start:end]
-		res, err := call(ctx, c, func() ([]R, error) { return send(part) })
+		res, err := call(ctx, c, observed(ctx, c, op, len(part), func() ([]R, error) { return send(part) }))
 		if errors.Is(err, ErrTooMany) && len(part) > 1 {
 			c.lookupCap.refused(len(part))
 			continue
@@ -365,26 +366,26 @@ func lookup[R any](ctx context.Context, c *Conn, ids []tb.Uint128, send func([]t
 // fewer only when there are no more (a reply holds up to BatchMax). It sets
 // f.Limit to what it asked, which may be less than want (see page).
 func (c *Conn) AccountTransfers(ctx context.Context, f *tb.AccountFilter, want uint32) ([]tb.Transfer, error) {
-	return page(ctx, c, f, &f.Limit, want, c.tb.GetAccountTransfers)
+	return page(ctx, c, "get_account_transfers", f, &f.Limit, want, c.tb.GetAccountTransfers)
 }
 
 // QueryTransfers returns the next page of f, as AccountTransfers does.
 func (c *Conn) QueryTransfers(ctx context.Context, f *tb.QueryFilter, want uint32) ([]tb.Transfer, error) {
-	return page(ctx, c, f, &f.Limit, want, c.tb.QueryTransfers)
+	return page(ctx, c, "query_transfers", f, &f.Limit, want, c.tb.QueryTransfers)
 }
 
 // QueryAccounts returns the next page of f, as AccountTransfers does.
 func (c *Conn) QueryAccounts(ctx context.Context, f *tb.QueryFilter, want uint32) ([]tb.Account, error) {
-	return page(ctx, c, f, &f.Limit, want, c.tb.QueryAccounts)
+	return page(ctx, c, "query_accounts", f, &f.Limit, want, c.tb.QueryAccounts)
 }
 
 // page returns the next page of f's query: at most want results. A limit
 // the client library refuses (ErrTooMany) is asked again smaller, as
 // c.queryCap learns the largest it takes.
-func page[F, R any](ctx context.Context, c *Conn, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
+func page[F, R any](ctx context.Context, c *Conn, op string, f *F, limit *uint32, want uint32, send func(F) ([]R, error)) ([]R, error) {
 	for {
 		*limit = uint32(min(int(want), c.queryCap.size()))
-		res, err := call(ctx, c, func() ([]R, error) { return send(*f) })
+		res, err := call(ctx, c, observed(ctx, c, op, 1, func() ([]R, error) { return send(*f) }))
 		if errors.Is(err, ErrTooMany) && *limit > 1 {
 			c.queryCap.refused(int(*limit))
 			continue
