@@ -76,6 +76,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	start := time.Now()
 	defer func() {
 		s.stats.latency.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+		traceCall(ctx, req, resp)
 	}()
 	select {
 	case s.waiting <- struct{}{}:

@@ -55,6 +55,12 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the gRPC calls of one connection (0:
 	// gRPC's default).
 	MaxConcurrentStreams uint32
+	// GRPCOptions are added to the gRPC server's own: a grpc.StatsHandler
+	// that traces every call, say (package recipes/tracing).
+	GRPCOptions []grpc.ServerOption
+	// WrapHTTP, when not nil, wraps the HTTP server's handler: to trace
+	// every request, say.
+	WrapHTTP func(http.Handler) http.Handler
 }
 
 // NewServer returns a server of svc.
@@ -74,6 +80,7 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	if o.MaxConcurrentStreams > 0 {
 		gopts = append(gopts, grpc.MaxConcurrentStreams(o.MaxConcurrentStreams))
 	}
+	gopts = append(gopts, o.GRPCOptions...)
 	s := &Server{svc: svc, grpc: grpc.NewServer(gopts...), health: health.NewServer()}
 	rls.RegisterRateLimitServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -85,7 +92,11 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /healthcheck", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /rlconfig", s.serveConfig)
-	s.http = &http.Server{Handler: mux, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,
+	var handler http.Handler = mux
+	if o.WrapHTTP != nil {
+		handler = o.WrapHTTP(mux)
+	}
+	s.http = &http.Server{Handler: handler, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
 }
