@@ -149,7 +149,12 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 			return err
 		}
 	}
-	c, done, err := opts.Open()
+	tr, stopTracing, err := startTracing(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the Client closed: its last requests' spans have ended
+	c, done, err := opts.Open(tr.LedgerOptions()...)
 	if errors.Is(err, embedded.ErrBusy) {
 		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: run several tblimit serve on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
 	}
@@ -177,7 +182,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err := svc.Load(ctx, cfg); err != nil {
 		return err
 	}
-	srv, err := ratelimit.NewServer(svc, ratelimit.ServerOptions{TLS: tlsCfg})
+	srv, err := ratelimit.NewServer(svc, tr.Server(ratelimit.ServerOptions{TLS: tlsCfg}))
 	if err != nil {
 		return err
 	}
