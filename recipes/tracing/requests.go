@@ -52,8 +52,8 @@ const scope = "github.com/tblimit/tblimit/recipes/tracing"
 // A request may serve many calls: the Client sends the decisions of
 // concurrent calls together, one create for all of them. A span has one
 // parent, so the request's span is the child of the first call whose span
-// is sampled (else of the first call), and links to every call it served,
-// the parent included. We considered a span per call for each request, so
+// is sampled (else of the first call) and, when it served several, links
+// to each of them, the parent included. We considered a span per call for each request, so
 // that every call's trace shows the request inline, and rejected it: it
 // would count one request as many and repeat it in every trace. A call
 // whose trace holds no request span finds it through the link, and

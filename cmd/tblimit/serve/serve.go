@@ -79,6 +79,9 @@ may hold at a time; several serve processes share a TigerBeetle cluster. SIGTERM
 or SIGINT stops accepting calls, lets those in flight finish (--shutdown-timeout)
 and closes the cluster client.
 
+OpenTelemetry traces are off unless OTEL_TRACES_EXPORTER (otlp, console) or
+OTEL_EXPORTER_OTLP_ENDPOINT is set; the other OTEL_* variables apply.
+
 Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
