@@ -143,7 +143,7 @@ func (c *Client) answerChecks(ops []*op) {
 	if len(us) == 0 {
 		return
 	}
-	err := c.read(us)
+	err := c.read(c.withCalls(context.Background(), ops, func(o *op) bool { return o.checks != nil }), us)
 	t := c.clusterNow()
 	for _, o := range ops {
 		if o.checks == nil {

@@ -119,7 +119,8 @@ type callsKey struct{}
 
 // withCalls is ctx, the pipeline's context for a request, carrying for
 // the RequestObserver the contexts of the ops of the batch that the
-// request serves, those keep accepts (ctx itself without an observer).
+// request serves, those keep accepts: the decisions of a create, the
+// checks of a read (ctx itself without an observer).
 func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) context.Context {
 	if c.requests == nil {
 		return ctx

@@ -61,3 +61,29 @@ func TestRequestObserver(t *testing.T) {
 		t.Errorf("the denial's create_transfers: Failed = %d, Err = %v; want 1, nil", last.Failed, last.Err)
 	}
 }
+
+// A Check's read of its users' accounts, made by the pipeline between
+// batches, carries the checking call's context.
+func TestRequestObserverCheck(t *testing.T) {
+	log := &requestLog{}
+	c := ledger.New(embedded.New(), ledger.WithRequestObserver(log))
+	ctx := context.Background()
+	r := ledger.Resource{Name: "api", Ledger: 1, Kind: ledger.KindRequests, Window: time.Minute, DefaultLimit: 1, Lazy: true}
+	if err := c.CreateResource(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	log.rs = nil
+	log.mu.Unlock()
+	if _, err := c.Check(context.WithValue(ctx, callKey{}, "check"), r, ledger.Request{User: "bob", Amount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, e := range log.rs {
+		if e.Operation == "lookup_accounts" && len(e.Calls) == 1 && e.Calls[0].Value(callKey{}) == "check" {
+			return
+		}
+	}
+	t.Errorf("no lookup_accounts with the Check's context among %+v", log.rs)
+}

@@ -113,7 +113,7 @@ func (c *Client) readBack() {
 	n := min(q.users.len(), int(q.budget))
 	us := q.users.pop(n)
 	q.budget -= float64(n)
-	c.read(us)
+	c.read(context.Background(), us)
 }
 
 // scanBack scans the transfers of a user that was denied while its view did
@@ -130,7 +130,7 @@ func (c *Client) scanBack() {
 	q.lastScan = time.Now()
 	u := q.scans.pop(1)[0]
 	q.scanBudget--
-	c.read([]*user{u}) // the limit, and whether the view still lacks units
+	c.read(context.Background(), []*user{u}) // the limit, and whether the view still lacks units
 	u.lock()
 	u.v.scanQueued = false
 	u.v.scanLocal = c.localNow()
@@ -152,9 +152,11 @@ func (c *Client) scanBack() {
 	u.mu.Unlock()
 }
 
-// read looks up the accounts of us and teaches their views what they show.
+// read looks up the accounts of us and teaches their views what they show,
+// within the Client's timeout of ctx (a context that carries, for a
+// RequestObserver, the calls the read serves, if any: see withCalls).
 // Only the pipeline's runner calls it, between batches.
-func (c *Client) read(us []*user) error {
+func (c *Client) read(ctx context.Context, us []*user) error {
 	ids := make([]tb.Uint128, len(us))
 	for i, u := range us {
 		ids[i] = u.id.tb()
@@ -163,7 +165,7 @@ func (c *Client) read(us []*user) error {
 	if t == 0 { // no batch answered yet (a Check's read): the clock's estimate
 		since, t = c.nows()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
+	ctx, cancel := context.WithTimeout(ctx, c.conn.Timeout())
 	found, err := c.conn.LookupAccounts(ctx, ids)
 	cancel()
 	now := c.localNow()
@@ -206,7 +208,7 @@ func (c *Client) readExact(batch []*op) {
 	if len(us) == 0 {
 		return
 	}
-	c.read(us)
+	c.read(c.withCalls(context.Background(), batch, func(o *op) bool { return o.exact && o.ds != nil && !o.local }), us)
 	for _, o := range batch {
 		if o.exact && o.ds != nil && !o.local {
 			c.redescribe(o)
