@@ -90,10 +90,10 @@ type RequestEvent struct {
 	// Err is why it failed, if it did (no answer, or refused whole).
 	Err error
 	// Calls are the contexts of the calls it served: every call of a
-	// batch of decisions (concurrent calls share one request), the one
-	// call that made a lookup or a query, or a context of the Client's own
-	// for its reads between batches (refreshing its views of users). A
-	// call may have stopped waiting before the answer came.
+	// batch of decisions or checks (concurrent calls share one request),
+	// or the one call that made it; none for the Client's own reads
+	// between batches (refreshing its views of users). A call may have
+	// stopped waiting before the answer came.
 	Calls []context.Context
 }
 
@@ -103,9 +103,9 @@ func WithRequestObserver(o RequestObserver) Option {
 	return func(c *Client) {
 		c.requests = o
 		c.conn.SetObserver(func(ctx context.Context, r conn.Request) {
-			calls, _ := ctx.Value(callsKey{}).([]context.Context)
-			if calls == nil {
-				calls = []context.Context{ctx}
+			calls, ok := ctx.Value(callsKey{}).([]context.Context)
+			if !ok {
+				calls = []context.Context{ctx} // a call's own request
 			}
 			o.ObserveRequest(RequestEvent{Operation: r.Op, Events: r.Events, Results: r.Results, Failed: r.Failed,
 				Start: r.Start, Took: r.Took, Err: r.Err, Calls: calls})
@@ -120,7 +120,8 @@ type callsKey struct{}
 // withCalls is ctx, the pipeline's context for a request, carrying for
 // the RequestObserver the contexts of the ops of the batch that the
 // request serves, those keep accepts: the decisions of a create, the
-// checks of a read (ctx itself without an observer).
+// checks of a read; none for nil ops, a read of the Client's own (ctx
+// itself without an observer).
 func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) context.Context {
 	if c.requests == nil {
 		return ctx

@@ -53,12 +53,14 @@ const scope = "github.com/tblimit/tblimit/recipes/tracing"
 // concurrent calls together, one create for all of them. A span has one
 // parent, so the request's span is the child of the first call whose span
 // is sampled (else of the first call) and, when it served several, links
-// to each of them, the parent included. We considered a span per call for each request, so
-// that every call's trace shows the request inline, and rejected it: it
-// would count one request as many and repeat it in every trace. A call
-// whose trace holds no request span finds it through the link, and
-// tblimit.calls says how much of a batch it was. A request that served no
-// traced call (the Client's own reads between batches) is a root span.
+// to each of them (the first 128), the parent included. We considered a
+// span per call for each request, so that every call's trace shows the
+// request inline, and rejected it: one request would look like many, and a
+// batch of a thousand calls would make a thousand spans. The trace of a
+// call that is not the parent holds no span of the request; the link finds
+// it, and tblimit.calls says how many calls shared it. A request that
+// served no traced call (the Client's own reads between batches, a
+// configuration's load) is a root span.
 func (o *Observer) ObserveRequest(e ledger.RequestEvent) {
 	parent, links := parentOf(e.Calls)
 	attrs := []attribute.KeyValue{
@@ -80,6 +82,10 @@ func (o *Observer) ObserveRequest(e ledger.RequestEvent) {
 	span.End(trace.WithTimestamp(e.Start.Add(e.Took)))
 }
 
+// maxLinks bounds the links of a request's span: the SDK's default
+// (OTEL_SPAN_LINK_COUNT_LIMIT) drops those beyond it anyway.
+const maxLinks = 128
+
 // parentOf is the context a request serving calls is the child of (see
 // ObserveRequest) and the links to the calls' spans.
 func parentOf(calls []context.Context) (context.Context, []trace.Link) {
@@ -91,7 +97,7 @@ func parentOf(calls []context.Context) (context.Context, []trace.Link) {
 		if !sc.IsValid() {
 			continue
 		}
-		if len(calls) > 1 {
+		if len(calls) > 1 && len(links) < maxLinks {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 		if !first.IsValid() {

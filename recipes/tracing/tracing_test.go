@@ -14,6 +14,7 @@ import (
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -322,5 +323,44 @@ func TestFromEnvExporters(t *testing.T) {
 			t.Errorf("FromEnv with %v: Shutdown, no span sent, = %v", c.env, err)
 		}
 		cancel()
+	}
+}
+
+// A request that served several calls is the child of the first sampled
+// one and links to each; one that served no traced call is a root.
+func TestBatchedRequestSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	o := tracing.NewObserver(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+	call := func(id byte, sampled bool) context.Context {
+		cfg := trace.SpanContextConfig{TraceID: trace.TraceID{id}, SpanID: trace.SpanID{id}}
+		if sampled {
+			cfg.TraceFlags = trace.FlagsSampled
+		}
+		return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(cfg))
+	}
+	start := time.Now()
+	o.ObserveRequest(ledger.RequestEvent{Operation: "create_transfers", Events: 3, Results: 3, Failed: 1, Start: start,
+		Took: time.Millisecond, Calls: []context.Context{call(1, false), call(2, true), call(3, true)}})
+	o.ObserveRequest(ledger.RequestEvent{Operation: "lookup_accounts", Events: 2, Start: start, Took: time.Millisecond,
+		Err: errors.New("ledger: cluster unavailable"), Calls: []context.Context{}})
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	create, lookup := spans[0], spans[1]
+	if create.Parent.TraceID() != (trace.TraceID{2}) || create.Parent.SpanID() != (trace.SpanID{2}) {
+		t.Errorf("create_transfers: parent %s/%s, want the first sampled call's", create.Parent.TraceID(), create.Parent.SpanID())
+	}
+	if len(create.Links) != 3 {
+		t.Errorf("create_transfers: %d links, want 3 (one per call)", len(create.Links))
+	}
+	if got := attr(create, "tblimit.tigerbeetle.failed").AsInt64(); got != 1 {
+		t.Errorf("create_transfers: tblimit.tigerbeetle.failed = %d, want 1", got)
+	}
+	if !create.StartTime.Equal(start) || create.EndTime.Sub(create.StartTime) != time.Millisecond {
+		t.Errorf("create_transfers: from %v to %v, want the request's start and duration", create.StartTime, create.EndTime)
+	}
+	if lookup.Parent.IsValid() || lookup.Status.Code != otelcodes.Error {
+		t.Errorf("lookup_accounts: parent %v, status %v; want a root span with status Error", lookup.Parent, lookup.Status)
 	}
 }
