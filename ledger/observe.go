@@ -134,3 +134,6 @@ func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) 
 	}
 	return context.WithValue(ctx, callsKey{}, calls)
 }
+
+// ownRead is the context of a read of the Client's own, serving no call.
+func (c *Client) ownRead() context.Context { return c.withCalls(context.Background(), nil, nil) }

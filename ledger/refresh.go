@@ -113,7 +113,7 @@ func (c *Client) readBack() {
 	n := min(q.users.len(), int(q.budget))
 	us := q.users.pop(n)
 	q.budget -= float64(n)
-	c.read(c.withCalls(context.Background(), nil, nil), us) // serving no call
+	c.read(c.ownRead(), us)
 }
 
 // scanBack scans the transfers of a user that was denied while its view did
@@ -130,7 +130,7 @@ func (c *Client) scanBack() {
 	q.lastScan = time.Now()
 	u := q.scans.pop(1)[0]
 	q.scanBudget--
-	c.read(c.withCalls(context.Background(), nil, nil), []*user{u}) // the limit, and whether the view still lacks units
+	c.read(c.ownRead(), []*user{u}) // the limit, and whether the view still lacks units
 	u.lock()
 	u.v.scanQueued = false
 	u.v.scanLocal = c.localNow()
@@ -141,7 +141,7 @@ func (c *Client) scanBack() {
 		return
 	}
 	t := c.lastTS
-	ctx, cancel := context.WithTimeout(c.withCalls(context.Background(), nil, nil), c.conn.Timeout())
+	ctx, cancel := context.WithTimeout(c.ownRead(), c.conn.Timeout())
 	flights, err := c.readFlights(ctx, u.id, maxTimeout(window), t, 0, true)
 	cancel()
 	if err != nil {
