@@ -74,9 +74,7 @@ func (s *Service) settle(it *item, d ledger.Decision, k detail) bool {
 // or none. See the package documentation for the answer's fields.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (resp *rls.RateLimitResponse, err error) {
 	start := time.Now()
-	defer func() {
-		s.stats.latency.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
-	}()
+	defer func() { s.stats.called(start, resp, err) }()
 	select {
 	case s.waiting <- struct{}{}:
 		defer func() { <-s.waiting }()
