@@ -75,7 +75,7 @@ func (s *Service) settle(it *item, d ledger.Decision, k detail) bool {
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (resp *rls.RateLimitResponse, err error) {
 	start := time.Now()
 	defer func() {
-		s.stats.latency.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+		s.stats.called(start, resp, err)
 		traceCall(ctx, req, resp)
 	}()
 	select {

@@ -108,7 +108,8 @@ func New(c *ledger.Client, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{c: c, group: g, opts: o, stats: newStats(c), waiting: make(chan struct{}, o.maxWaiting), overrides: map[string]*rule{}}
+	waiting := make(chan struct{}, o.maxWaiting)
+	s := &Service{c: c, group: g, opts: o, stats: newStats(c, waiting), waiting: waiting, overrides: map[string]*rule{}}
 	s.state.Store(&state{cfg: &Config{domains: map[string]*level{}}, rules: map[*Rule]*rule{}})
 	return s, nil
 }

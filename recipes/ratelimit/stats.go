@@ -1,7 +1,11 @@
 package ratelimit
 
 import (
+	"time"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes/metrics"
@@ -18,14 +22,22 @@ type stats struct {
 	total, within, near, over, shadow *prometheus.CounterVec
 	loads                             *prometheus.CounterVec
 	// latency is how long calls took to answer, by gRPC code (OK, or the
-	// error's); cluster is what the service's ledger.Client sent to
-	// TigerBeetle (tblimit_tigerbeetle_*, tblimit_local_denials_total, ...),
-	// so that requests per decision can be read off both.
+	// error's); calls counts them by answer, which splits latency's OK into
+	// the overall codes OK and OVER_LIMIT; cluster is what the service's
+	// ledger.Client sent to TigerBeetle (tblimit_tigerbeetle_*,
+	// tblimit_local_denials_total, ...), so that requests per decision can
+	// be read off both.
 	latency *prometheus.HistogramVec
+	calls   *prometheus.CounterVec
 	cluster *metrics.Collector
+	// waiting and maxWaiting read the calls holding a place of the
+	// Service's waiting, and its size.
+	waiting, maxWaiting prometheus.Collector
 }
 
-func newStats(c *ledger.Client) *stats {
+// newStats returns the counters of a Service deciding on c whose calls
+// hold a place of waiting while they decide.
+func newStats(c *ledger.Client, waiting chan struct{}) *stats {
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_" + name, Help: help}, []string{"domain", "descriptor"})
 	}
@@ -40,8 +52,28 @@ func newStats(c *ledger.Client) *stats {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tblimit_ratelimit_call_duration_seconds",
 			Help:    "How long ShouldRateLimit calls took to answer, by gRPC code.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"code"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_calls_total",
+			Help: "ShouldRateLimit calls, by answer: the overall code (OK, OVER_LIMIT) of those answered, else the gRPC code they failed with, as tblimit_ratelimit_call_duration_seconds has it (Unavailable, ResourceExhausted, ...)."},
+			[]string{"code"}),
 		cluster: metrics.New(c),
+		waiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tblimit_ratelimit_calls_waiting",
+			Help: "Calls deciding now; past tblimit_ratelimit_max_waiting, more fail at once with RESOURCE_EXHAUSTED."},
+			func() float64 { return float64(len(waiting)) }),
+		maxWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tblimit_ratelimit_max_waiting",
+			Help: "The most calls deciding at once (MaxWaiting, tblimit serve --max-waiting)."},
+			func() float64 { return float64(cap(waiting)) }),
 	}
+}
+
+// called counts a ShouldRateLimit call that began at start and ended with
+// resp or err.
+func (s *stats) called(start time.Time, resp *rls.RateLimitResponse, err error) {
+	code := status.Code(err).String()
+	s.latency.WithLabelValues(code).Observe(time.Since(start).Seconds())
+	if err == nil {
+		code = resp.GetOverallCode().String()
+	}
+	s.calls.WithLabelValues(code).Inc()
 }
 
 // count adds the hits of it, settled, to the counters of what its rule
@@ -66,11 +98,13 @@ func (s *stats) count(it *item) {
 }
 
 func (s *stats) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.total, s.within, s.near, s.over, s.shadow, s.loads, s.latency, s.cluster}
+	return []prometheus.Collector{s.total, s.within, s.near, s.over, s.shadow, s.loads, s.latency, s.calls, s.cluster,
+		s.waiting, s.maxWaiting}
 }
 
 // Describe implements prometheus.Collector: the service's counters per
-// domain and descriptor and its calls' latency (tblimit_ratelimit_*), and
+// domain and descriptor, its calls by answer, their latency and those
+// deciding now (tblimit_ratelimit_*), and
 // what its ledger.Client sent to TigerBeetle (tblimit_tigerbeetle_*, see
 // package recipes/metrics).
 func (s *Service) Describe(ch chan<- *prometheus.Desc) {

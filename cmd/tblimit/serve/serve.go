@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,7 +26,9 @@ import (
 // serveOptions are tblimit serve's: the rate limit service's flags and what it
 // needs from the process.
 type serveOptions struct {
-	Open   func(opts ...ledger.Option) (*ledger.Client, func(), error)
+	// Open opens the cluster, or the embedded engine, writing its notices
+	// and warnings as lines to notices.
+	Open   func(notices io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error)
 	Out    io.Writer
 	ErrOut io.Writer
 	// Ready, when not nil, is told the addresses the listeners got (tests
@@ -46,17 +49,24 @@ type serveOptions struct {
 	MaxWaiting      int
 	ShutdownTimeout time.Duration
 	ReloadInterval  time.Duration
+	LogFormat       string
+	LogLevel        string
 }
+
+// logLevels are the levels --log-level takes.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+func knownLevel(s string) bool { _, ok := logLevels[s]; return ok }
 
 // EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
 var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
-	"tls-client-ca", "max-waiting", "shutdown-timeout"}
+	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
 	opts := &serveOptions{Out: f.Out, ErrOut: f.ErrOut, Reload: sighup,
-		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
-			return f.Global.Open(f.Clock, f.ErrOut, lopts...)
+		Open: func(notices io.Writer, lopts ...ledger.Option) (*ledger.Client, func(), error) {
+			return f.Global.Open(f.Clock, notices, lopts...)
 		}}
 	cmd := &cobra.Command{
 		Use:   "serve --config PATH",
@@ -81,6 +91,9 @@ and closes the cluster client.
 
 OpenTelemetry traces are off unless OTEL_TRACES_EXPORTER (otlp, console) or
 OTEL_EXPORTER_OTLP_ENDPOINT is set; the other OTEL_* variables apply.
+
+The log goes to stderr, as text (key=value) or JSON lines (--log-format), from
+--log-level up.
 
 Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 		Args: cobra.NoArgs,
@@ -110,6 +123,8 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.IntVar(&opts.MaxWaiting, "max-waiting", 4096, "the most calls deciding at once; more fail at once with RESOURCE_EXHAUSTED [env]")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long calls in flight may take to finish [env]")
 	fl.DurationVar(&opts.ReloadInterval, "reload-interval", time.Second, "how often the configuration's files are checked for changes")
+	fl.StringVar(&opts.LogFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line) [env]")
+	fl.StringVar(&opts.LogLevel, "log-level", "info", "the least level logged: debug, info, warn or error [env]")
 	return cmd
 }
 
@@ -133,6 +148,10 @@ func (o *serveOptions) validate() error {
 		return cmdutil.Usagef("--reload-interval %s: must be positive", o.ReloadInterval)
 	case o.GRPCAddr == "" && o.HTTPAddr == "":
 		return cmdutil.Usagef("--grpc-addr and --http-addr are both empty: nothing to serve")
+	case o.LogFormat != "text" && o.LogFormat != "json":
+		return cmdutil.Usagef("--log-format %q: want text or json", o.LogFormat)
+	case !knownLevel(o.LogLevel):
+		return cmdutil.Usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
 	return nil
 }
@@ -141,6 +160,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if opts.CheckConfig != "" {
 		return checkConfig(opts)
 	}
+	log := newLogger(opts.ErrOut, opts.LogFormat, opts.LogLevel)
 	cfg, err := ratelimit.LoadConfig(opts.Config)
 	if err != nil {
 		return err
@@ -157,7 +177,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 		return err
 	}
 	defer stopTracing() // after the Client closed: its last requests' spans have ended
-	c, done, err := opts.Open(tr.LedgerOptions()...)
+	c, done, err := opts.Open(noticeLog{log}, tr.LedgerOptions()...)
 	if errors.Is(err, embedded.ErrBusy) {
 		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: run several tblimit serve on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
 	}
@@ -189,12 +209,38 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, opts, svc, srv)
+	return serveOn(ctx, opts, log, svc, srv)
+}
+
+// newLogger returns serve's log, written to w in format (text, or json:
+// one object a line) from level up ("": info).
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: logLevels[level]}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}
+
+// noticeLog logs the lines the embedded engine's guard writes
+// ("tblimit: warning: ...", "tblimit: notice: ...") as records of serve's
+// log, so that a JSON log stays JSON lines. Its writers write whole lines.
+type noticeLog struct{ log *slog.Logger }
+
+func (n noticeLog) Write(p []byte) (int, error) {
+	for line := range strings.Lines(string(p)) {
+		line = strings.TrimSuffix(line, "\n")
+		if msg, ok := strings.CutPrefix(line, "tblimit: warning: "); ok {
+			n.log.Warn(msg)
+		} else if line != "" {
+			n.log.Info(strings.TrimPrefix(line, "tblimit: notice: "))
+		}
+	}
+	return len(p), nil
 }
 
 // serveOn listens, serves until ctx ends, and drains.
-func serveOn(ctx context.Context, opts *serveOptions, svc *ratelimit.Service, srv *ratelimit.Server) error {
-	log := slog.New(slog.NewTextHandler(opts.ErrOut, nil))
+func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *ratelimit.Service, srv *ratelimit.Server) error {
 	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ func TestServeTracesToConsole(t *testing.T) {
 	var out bytes.Buffer
 	opts := &serveOptions{Config: path, GRPCAddr: "", HTTPAddr: "127.0.0.1:0", Unavailable: "error",
 		MaxWaiting: 16, ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Hour, Out: &out, ErrOut: io.Discard,
-		Open: func(lopts ...ledger.Option) (*ledger.Client, func(), error) {
+		Open: func(_ io.Writer, lopts ...ledger.Option) (*ledger.Client, func(), error) {
 			c := ledger.New(embedded.New(), lopts...)
 			return c, c.Close, nil
 		},
