@@ -55,6 +55,11 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the gRPC calls of one connection (0:
 	// gRPC's default).
 	MaxConcurrentStreams uint32
+	// Register, when not nil, is given the gRPC server and the HTTP mux
+	// before they serve, to serve more beside Envoy's protocol on the same
+	// listeners (tblimit serve --api registers tblimit.v1's
+	// api.Service.Register).
+	Register func(grpc.ServiceRegistrar, *http.ServeMux)
 }
 
 // NewServer returns a server of svc.
@@ -85,6 +90,9 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /healthcheck", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /rlconfig", s.serveConfig)
+	if o.Register != nil {
+		o.Register(s.grpc, mux)
+	}
 	s.http = &http.Server{Handler: mux, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
