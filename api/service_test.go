@@ -246,6 +246,8 @@ func TestPayOnce(t *testing.T) {
 		}
 		_, err = e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "bob", To: "shop", Amount: 1})
 		code(t, "Pay from an unknown user", err, codes.NotFound)
+		_, err = e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "alice", To: "nobody", Amount: 1})
+		code(t, "Pay to an unknown user", err, codes.NotFound)
 		_, err = e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "alice", To: "shop"})
 		code(t, "Pay of 0", err, codes.InvalidArgument)
 
@@ -284,7 +286,23 @@ func TestReserve(t *testing.T) {
 		_, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: id, Amount: 3})
 		code(t, "Commit of another amount", err, codes.FailedPrecondition)
 
-		id = reserve(5)
+		// A reservation sent twice under one request_id is one reservation.
+		named := &tblimitv1.ReserveRequest{Resource: r.Name, User: "u", Amount: 5, RequestId: b.Key("job-1")}
+		var ids []string
+		for range 2 {
+			resp, err := e.cl.Reserve(ctx(t), named)
+			if err != nil || !resp.GetDecision().GetAllowed() {
+				t.Fatalf("Reserve under a request_id = %v, %v; want reserved", resp, err)
+			}
+			ids = append(ids, resp.GetReservationId())
+		}
+		if ids[0] != ids[1] {
+			t.Fatalf("Reserve twice under one request_id: reservations %v, want one", ids)
+		}
+		if p := e.peek(r.Name, "u", 1); p.GetRemaining() != 3 {
+			t.Fatalf("Peek with 5 reserved (sent twice) = %v, want 3 available", p)
+		}
+		id = ids[0]
 		if _, err := e.cl.Cancel(ctx(t), &tblimitv1.CancelRequest{ReservationId: id}); err != nil {
 			t.Fatalf("Cancel = %v", err)
 		}
