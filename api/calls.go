@@ -191,6 +191,24 @@ func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimi
 	return &tblimitv1.FundResponse{Funds: funds}, nil
 }
 
+// Funds reads what a user holds on a money resource's currency
+// (ledger.Client.Funds).
+func (s *Service) Funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Funds_FullMethodName, req, s.funds)
+}
+
+func (s *Service) funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
+	r, err := s.money(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	funds, err := s.c.Funds(ctx, r.Currency, req.GetUser())
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.FundsResponse{Funds: funds}, nil
+}
+
 // Reserve holds units until Commit or Cancel (ledger.Client.Reserve).
 func (s *Service) Reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
 	return call(ctx, s, tblimitv1.LimitService_Reserve_FullMethodName, req, s.reserve)

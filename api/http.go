@@ -28,6 +28,7 @@ func (s *Service) registerHTTP(mux *http.ServeMux) {
 	route(mux, "/v1/peek", s.Peek)
 	route(mux, "/v1/pay", s.Pay)
 	route(mux, "/v1/fund", s.Fund)
+	route(mux, "/v1/funds", s.Funds)
 	route(mux, "/v1/reserve", s.Reserve)
 	route(mux, "/v1/commit", s.Commit)
 	route(mux, "/v1/cancel", s.Cancel)

@@ -103,6 +103,7 @@ func TestHTTP(t *testing.T) {
 			{"/v1/pay", `{"resource":"` + M + `","from":"alice","to":"shop","amount":"30","requestId":"` + b.Key("p1") + `"}`, 200, `decision.allowed=true`},
 			{"/v1/pay", `{"resource":"` + M + `","from":"alice","to":"shop","amount":"30","requestId":"` + b.Key("p1") + `"}`, 200, `decision.allowed=true`},
 			{"/v1/pay", `{"resource":"` + M + `","from":"alice","to":"shop","amount":"30"}`, 402, `decision.reason="REASON_INSUFFICIENT_FUNDS"`},
+			{"/v1/funds", `{"resource":"` + M + `","user":"shop"}`, 200, `funds="30"`},
 			{"/v1/pay", `{"resource":"` + M + `","from":"alice","to":"shop","amount":"1","requestId":"` + b.Key("p1") + `"}`, 409, `code=6`},
 			{"/v1/reset", `{"resource":"` + R + `","user":"u"}`, 200, `holdsEnded=2`},
 			{"/v1/history", `{"resource":"` + R + `","user":"u","max":1}`, 200, `admissions.0.end="END_CANCELLED"`},

@@ -2,7 +2,7 @@
 //
 // Each method of tblimit.v1.LimitService is also POST /v1/<method> on HTTP,
 // in kebab case (/v1/acquire, /v1/acquire-all, /v1/peek, /v1/pay, /v1/fund,
-// /v1/reserve, /v1/commit, /v1/cancel, /v1/reset, /v1/history, /v1/audit):
+// /v1/funds, /v1/reserve, /v1/commit, /v1/cancel, /v1/reset, /v1/history, /v1/audit):
 // the request and the response in the protobuf JSON mapping; 200, or 429
 // with Retry-After for a denial; an error as its google.rpc.Status in JSON
 // with the HTTP status of its code (docs/api.md has the table). The Go
@@ -83,7 +83,7 @@ const (
 	PermFund
 	// PermReset: Reset.
 	PermReset
-	// PermRead: History, Audit.
+	// PermRead: Funds, History, Audit.
 	PermRead
 )
 
@@ -113,6 +113,7 @@ var permissions = map[string]Permission{
 	tblimitv1.LimitService_Cancel_FullMethodName:     PermDecide,
 	tblimitv1.LimitService_Fund_FullMethodName:       PermFund,
 	tblimitv1.LimitService_Reset_FullMethodName:      PermReset,
+	tblimitv1.LimitService_Funds_FullMethodName:      PermRead,
 	tblimitv1.LimitService_History_FullMethodName:    PermRead,
 	tblimitv1.LimitService_Audit_FullMethodName:      PermRead,
 }

@@ -233,11 +233,13 @@ func TestPayOnce(t *testing.T) {
 			t.Fatalf("Pay twice under one request_id: IDs %v, want one", ids)
 		}
 		for user, want := range map[string]uint64{"alice": 300, "shop": 200} {
-			if got, err := e.c.Funds(ctx(t), r.Currency, user); err != nil || got != want {
-				t.Fatalf("Funds(%s) = %d, %v; want %d: the money moved once", user, got, err, want)
+			if got, err := e.cl.Funds(ctx(t), &tblimitv1.FundsRequest{Resource: r.Name, User: user}); err != nil || got.GetFunds() != want {
+				t.Fatalf("Funds(%s) = %v, %v; want %d: the money moved once", user, got, err, want)
 			}
 		}
-		_, err := e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "alice", To: "shop", Amount: 300, RequestId: b.Key("order-7")})
+		_, err := e.cl.Funds(ctx(t), &tblimitv1.FundsRequest{Resource: r.Name, User: "nobody"})
+		code(t, "Funds of an unknown user", err, codes.NotFound)
+		_, err = e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "alice", To: "shop", Amount: 300, RequestId: b.Key("order-7")})
 		code(t, "Pay of another amount under the same request_id", err, codes.AlreadyExists)
 
 		resp, err := e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: r.Name, From: "alice", To: "shop", Amount: 400})
@@ -432,6 +434,7 @@ func TestMethodPermission(t *testing.T) {
 		{tblimitv1.LimitService_Fund_FullMethodName, api.PermFund, true},
 		{tblimitv1.LimitService_Reset_FullMethodName, api.PermReset, true},
 		{tblimitv1.LimitService_Audit_FullMethodName, api.PermRead, true},
+		{tblimitv1.LimitService_Funds_FullMethodName, api.PermRead, true},
 		{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", 0, false},
 	} {
 		if p, ok := api.MethodPermission(c.method); p != c.want || ok != c.ok {

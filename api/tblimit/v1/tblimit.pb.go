@@ -952,6 +952,107 @@ func (x *FundResponse) GetFunds() uint64 {
 	return 0
 }
 
+// FundsRequest asks what a user holds.
+type FundsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The money resource whose currency is read.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The user's key.
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FundsRequest) Reset() {
+	*x = FundsRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FundsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FundsRequest) ProtoMessage() {}
+
+func (x *FundsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FundsRequest.ProtoReflect.Descriptor instead.
+func (*FundsRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FundsRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *FundsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+// FundsResponse is what a user holds.
+type FundsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the user holds on the currency, in its smallest unit.
+	Funds         uint64 `protobuf:"varint,1,opt,name=funds,proto3" json:"funds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FundsResponse) Reset() {
+	*x = FundsResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FundsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FundsResponse) ProtoMessage() {}
+
+func (x *FundsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FundsResponse.ProtoReflect.Descriptor instead.
+func (*FundsResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FundsResponse) GetFunds() uint64 {
+	if x != nil {
+		return x.Funds
+	}
+	return 0
+}
+
 // ReserveRequest asks to hold units until Commit or Cancel.
 type ReserveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -971,7 +1072,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[12]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1084,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[12]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1097,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{12}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReserveRequest) GetResource() string {
@@ -1049,7 +1150,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[13]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1162,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[13]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1175,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{13}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReserveResponse) GetDecision() *Decision {
@@ -1105,7 +1206,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[14]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1218,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[14]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1231,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{14}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1156,7 +1257,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[15]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1269,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[15]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1282,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{15}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{17}
 }
 
 // CancelRequest gives a reservation's units back.
@@ -1195,7 +1296,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1308,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1321,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{16}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelRequest) GetReservationId() string {
@@ -1239,7 +1340,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1352,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1365,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{17}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{19}
 }
 
 // ResetRequest gives back a user's units.
@@ -1280,7 +1381,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1393,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1406,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{18}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetRequest) GetResource() string {
@@ -1333,7 +1434,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1446,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1459,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{19}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResetResponse) GetHoldsEnded() uint32 {
@@ -1387,7 +1488,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1500,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1513,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{20}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryRequest) GetResource() string {
@@ -1475,7 +1576,7 @@ type Admission struct {
 
 func (x *Admission) Reset() {
 	*x = Admission{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1588,7 @@ func (x *Admission) String() string {
 func (*Admission) ProtoMessage() {}
 
 func (x *Admission) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1601,7 @@ func (x *Admission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Admission.ProtoReflect.Descriptor instead.
 func (*Admission) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{21}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Admission) GetId() string {
@@ -1576,7 +1677,7 @@ type Payment struct {
 
 func (x *Payment) Reset() {
 	*x = Payment{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1689,7 @@ func (x *Payment) String() string {
 func (*Payment) ProtoMessage() {}
 
 func (x *Payment) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1702,7 @@ func (x *Payment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payment.ProtoReflect.Descriptor instead.
 func (*Payment) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{22}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Payment) GetId() string {
@@ -1643,7 +1744,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1756,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1769,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{23}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HistoryResponse) GetAdmissions() []*Admission {
@@ -1695,7 +1796,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1808,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1821,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{24}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AuditRequest) GetResource() string {
@@ -1786,7 +1887,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1899,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1912,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{25}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AuditResponse) GetOk() bool {
@@ -1961,6 +2062,11 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1c\n" +
 	"\treference\x18\x05 \x01(\x04R\treference\"$\n" +
 	"\fFundResponse\x12\x14\n" +
+	"\x05funds\x18\x01 \x01(\x04R\x05funds\">\n" +
+	"\fFundsRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"%\n" +
+	"\rFundsResponse\x12\x14\n" +
 	"\x05funds\x18\x01 \x01(\x04R\x05funds\"\x95\x01\n" +
 	"\x0eReserveRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
@@ -2039,14 +2145,15 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\rEND_IN_FLIGHT\x10\x01\x12\x0f\n" +
 	"\vEND_EXPIRED\x10\x02\x12\x11\n" +
 	"\rEND_COMMITTED\x10\x03\x12\x11\n" +
-	"\rEND_CANCELLED\x10\x042\xd3\x05\n" +
+	"\rEND_CANCELLED\x10\x042\x91\x06\n" +
 	"\fLimitService\x12B\n" +
 	"\aAcquire\x12\x1a.tblimit.v1.AcquireRequest\x1a\x1b.tblimit.v1.AcquireResponse\x12K\n" +
 	"\n" +
 	"AcquireAll\x12\x1d.tblimit.v1.AcquireAllRequest\x1a\x1e.tblimit.v1.AcquireAllResponse\x129\n" +
 	"\x04Peek\x12\x17.tblimit.v1.PeekRequest\x1a\x18.tblimit.v1.PeekResponse\x126\n" +
 	"\x03Pay\x12\x16.tblimit.v1.PayRequest\x1a\x17.tblimit.v1.PayResponse\x129\n" +
-	"\x04Fund\x12\x17.tblimit.v1.FundRequest\x1a\x18.tblimit.v1.FundResponse\x12B\n" +
+	"\x04Fund\x12\x17.tblimit.v1.FundRequest\x1a\x18.tblimit.v1.FundResponse\x12<\n" +
+	"\x05Funds\x12\x18.tblimit.v1.FundsRequest\x1a\x19.tblimit.v1.FundsResponse\x12B\n" +
 	"\aReserve\x12\x1a.tblimit.v1.ReserveRequest\x1a\x1b.tblimit.v1.ReserveResponse\x12?\n" +
 	"\x06Commit\x12\x19.tblimit.v1.CommitRequest\x1a\x1a.tblimit.v1.CommitResponse\x12?\n" +
 	"\x06Cancel\x12\x19.tblimit.v1.CancelRequest\x1a\x1a.tblimit.v1.CancelResponse\x12<\n" +
@@ -2067,7 +2174,7 @@ func file_tblimit_v1_tblimit_proto_rawDescGZIP() []byte {
 }
 
 var file_tblimit_v1_tblimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tblimit_v1_tblimit_proto_goTypes = []any{
 	(Reason)(0),                   // 0: tblimit.v1.Reason
 	(End)(0),                      // 1: tblimit.v1.End
@@ -2083,70 +2190,74 @@ var file_tblimit_v1_tblimit_proto_goTypes = []any{
 	(*PayResponse)(nil),           // 11: tblimit.v1.PayResponse
 	(*FundRequest)(nil),           // 12: tblimit.v1.FundRequest
 	(*FundResponse)(nil),          // 13: tblimit.v1.FundResponse
-	(*ReserveRequest)(nil),        // 14: tblimit.v1.ReserveRequest
-	(*ReserveResponse)(nil),       // 15: tblimit.v1.ReserveResponse
-	(*CommitRequest)(nil),         // 16: tblimit.v1.CommitRequest
-	(*CommitResponse)(nil),        // 17: tblimit.v1.CommitResponse
-	(*CancelRequest)(nil),         // 18: tblimit.v1.CancelRequest
-	(*CancelResponse)(nil),        // 19: tblimit.v1.CancelResponse
-	(*ResetRequest)(nil),          // 20: tblimit.v1.ResetRequest
-	(*ResetResponse)(nil),         // 21: tblimit.v1.ResetResponse
-	(*HistoryRequest)(nil),        // 22: tblimit.v1.HistoryRequest
-	(*Admission)(nil),             // 23: tblimit.v1.Admission
-	(*Payment)(nil),               // 24: tblimit.v1.Payment
-	(*HistoryResponse)(nil),       // 25: tblimit.v1.HistoryResponse
-	(*AuditRequest)(nil),          // 26: tblimit.v1.AuditRequest
-	(*AuditResponse)(nil),         // 27: tblimit.v1.AuditResponse
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*FundsRequest)(nil),          // 14: tblimit.v1.FundsRequest
+	(*FundsResponse)(nil),         // 15: tblimit.v1.FundsResponse
+	(*ReserveRequest)(nil),        // 16: tblimit.v1.ReserveRequest
+	(*ReserveResponse)(nil),       // 17: tblimit.v1.ReserveResponse
+	(*CommitRequest)(nil),         // 18: tblimit.v1.CommitRequest
+	(*CommitResponse)(nil),        // 19: tblimit.v1.CommitResponse
+	(*CancelRequest)(nil),         // 20: tblimit.v1.CancelRequest
+	(*CancelResponse)(nil),        // 21: tblimit.v1.CancelResponse
+	(*ResetRequest)(nil),          // 22: tblimit.v1.ResetRequest
+	(*ResetResponse)(nil),         // 23: tblimit.v1.ResetResponse
+	(*HistoryRequest)(nil),        // 24: tblimit.v1.HistoryRequest
+	(*Admission)(nil),             // 25: tblimit.v1.Admission
+	(*Payment)(nil),               // 26: tblimit.v1.Payment
+	(*HistoryResponse)(nil),       // 27: tblimit.v1.HistoryResponse
+	(*AuditRequest)(nil),          // 28: tblimit.v1.AuditRequest
+	(*AuditResponse)(nil),         // 29: tblimit.v1.AuditResponse
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_tblimit_v1_tblimit_proto_depIdxs = []int32{
 	0,  // 0: tblimit.v1.Decision.reason:type_name -> tblimit.v1.Reason
-	28, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	28, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	29, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	30, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	30, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	31, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
 	2,  // 4: tblimit.v1.AcquireResponse.decision:type_name -> tblimit.v1.Decision
 	5,  // 5: tblimit.v1.AcquireAllRequest.parts:type_name -> tblimit.v1.Part
 	2,  // 6: tblimit.v1.AcquireAllResponse.decisions:type_name -> tblimit.v1.Decision
 	2,  // 7: tblimit.v1.PeekResponse.decision:type_name -> tblimit.v1.Decision
 	2,  // 8: tblimit.v1.PayResponse.decision:type_name -> tblimit.v1.Decision
 	2,  // 9: tblimit.v1.ReserveResponse.decision:type_name -> tblimit.v1.Decision
-	29, // 10: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
-	29, // 11: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
-	29, // 12: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
+	31, // 10: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
+	31, // 11: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
+	31, // 12: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
 	1,  // 13: tblimit.v1.Admission.end:type_name -> tblimit.v1.End
-	29, // 14: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
-	24, // 15: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
-	29, // 16: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
-	23, // 17: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
-	29, // 18: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
-	29, // 19: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
-	29, // 20: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
-	29, // 21: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
+	31, // 14: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
+	26, // 15: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
+	31, // 16: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
+	25, // 17: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
+	31, // 18: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
+	31, // 19: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
+	31, // 20: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
+	31, // 21: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
 	3,  // 22: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
 	6,  // 23: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
 	8,  // 24: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
 	10, // 25: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
 	12, // 26: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
-	14, // 27: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
-	16, // 28: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
-	18, // 29: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
-	20, // 30: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
-	22, // 31: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
-	26, // 32: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
-	4,  // 33: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
-	7,  // 34: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
-	9,  // 35: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
-	11, // 36: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
-	13, // 37: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
-	15, // 38: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
-	17, // 39: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
-	19, // 40: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
-	21, // 41: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
-	25, // 42: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
-	27, // 43: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
-	33, // [33:44] is the sub-list for method output_type
-	22, // [22:33] is the sub-list for method input_type
+	14, // 27: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
+	16, // 28: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
+	18, // 29: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
+	20, // 30: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
+	22, // 31: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
+	24, // 32: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
+	28, // 33: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
+	4,  // 34: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
+	7,  // 35: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
+	9,  // 36: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
+	11, // 37: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
+	13, // 38: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
+	15, // 39: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
+	17, // 40: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
+	19, // 41: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
+	21, // 42: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
+	23, // 43: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
+	27, // 44: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
+	29, // 45: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
+	34, // [34:46] is the sub-list for method output_type
+	22, // [22:34] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2163,7 +2274,7 @@ func file_tblimit_v1_tblimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tblimit_v1_tblimit_proto_rawDesc), len(file_tblimit_v1_tblimit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	LimitService_Peek_FullMethodName       = "/tblimit.v1.LimitService/Peek"
 	LimitService_Pay_FullMethodName        = "/tblimit.v1.LimitService/Pay"
 	LimitService_Fund_FullMethodName       = "/tblimit.v1.LimitService/Fund"
+	LimitService_Funds_FullMethodName      = "/tblimit.v1.LimitService/Funds"
 	LimitService_Reserve_FullMethodName    = "/tblimit.v1.LimitService/Reserve"
 	LimitService_Commit_FullMethodName     = "/tblimit.v1.LimitService/Commit"
 	LimitService_Cancel_FullMethodName     = "/tblimit.v1.LimitService/Cancel"
@@ -63,6 +64,8 @@ type LimitServiceClient interface {
 	Pay(ctx context.Context, in *PayRequest, opts ...grpc.CallOption) (*PayResponse, error)
 	// Fund credits money to a user's account on a money resource's currency.
 	Fund(ctx context.Context, in *FundRequest, opts ...grpc.CallOption) (*FundResponse, error)
+	// Funds reads what a user holds on a money resource's currency.
+	Funds(ctx context.Context, in *FundsRequest, opts ...grpc.CallOption) (*FundsResponse, error)
 	// Reserve holds units until Commit, Cancel or the window passes.
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	// Commit keeps a reservation's units (all, or fewer) for good; the rest
@@ -130,6 +133,16 @@ func (c *limitServiceClient) Fund(ctx context.Context, in *FundRequest, opts ...
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FundResponse)
 	err := c.cc.Invoke(ctx, LimitService_Fund_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) Funds(ctx context.Context, in *FundsRequest, opts ...grpc.CallOption) (*FundsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FundsResponse)
+	err := c.cc.Invoke(ctx, LimitService_Funds_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +236,8 @@ type LimitServiceServer interface {
 	Pay(context.Context, *PayRequest) (*PayResponse, error)
 	// Fund credits money to a user's account on a money resource's currency.
 	Fund(context.Context, *FundRequest) (*FundResponse, error)
+	// Funds reads what a user holds on a money resource's currency.
+	Funds(context.Context, *FundsRequest) (*FundsResponse, error)
 	// Reserve holds units until Commit, Cancel or the window passes.
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	// Commit keeps a reservation's units (all, or fewer) for good; the rest
@@ -260,6 +275,9 @@ func (UnimplementedLimitServiceServer) Pay(context.Context, *PayRequest) (*PayRe
 }
 func (UnimplementedLimitServiceServer) Fund(context.Context, *FundRequest) (*FundResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Fund not implemented")
+}
+func (UnimplementedLimitServiceServer) Funds(context.Context, *FundsRequest) (*FundsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Funds not implemented")
 }
 func (UnimplementedLimitServiceServer) Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Reserve not implemented")
@@ -386,6 +404,24 @@ func _LimitService_Fund_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LimitServiceServer).Fund(ctx, req.(*FundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_Funds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FundsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).Funds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_Funds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).Funds(ctx, req.(*FundsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -524,6 +560,10 @@ var LimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Fund",
 			Handler:    _LimitService_Fund_Handler,
+		},
+		{
+			MethodName: "Funds",
+			Handler:    _LimitService_Funds_Handler,
 		},
 		{
 			MethodName: "Reserve",
