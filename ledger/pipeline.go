@@ -364,7 +364,15 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 		}
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
 		if classifyEnd(s.Status) == endedNow {
-			u.v.ended(fromTB(t.PendingID), flags.PostPendingTransfer)
+			var kept uint64 // a void keeps nothing; a post its amount, all of the hold when it does not fit
+			if flags.PostPendingTransfer {
+				if n, fits := u64(t.Amount); fits {
+					kept = n
+				} else {
+					kept = math.MaxUint64
+				}
+			}
+			u.v.ended(fromTB(t.PendingID), kept)
 		}
 	}
 }

@@ -205,20 +205,19 @@ func (v *view) merges(expires uint64) bool {
 	return false
 }
 
-// ended records that hold id was voided (its units are back) or posted
-// (its units are spent for good: the limit shrinks by them). A hold the
+// ended records that hold id was voided (kept 0: its units are back) or
+// posted (kept of its units are spent for good, and the limit shrinks by
+// them; the rest are back). A hold the
 // view does not know by its ID (another process's, counted as unknown
 // units, or one that compact merged) leaves it stale: it counts units that
 // are no longer in flight until a read.
-func (v *view) ended(id ID, posted bool) {
+func (v *view) ended(id ID, kept uint64) {
 	for i, h := range v.holds {
 		if h.id == id && h.last == 0 {
 			v.holds = slices.Delete(v.holds, i, i+1)
 			v.setTop()
 			v.held -= h.amount
-			if posted {
-				v.limit -= min(v.limit, h.amount)
-			}
+			v.limit -= min(v.limit, h.amount, kept)
 			return
 		}
 	}

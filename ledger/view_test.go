@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -106,11 +107,11 @@ func TestViewKnowsItsLastReturn(t *testing.T) {
 	v.took(id(2), 1, 12*sec)
 	v.took(id(3), 1, 11*sec)
 	check("three holds", 11*time.Second)
-	v.ended(id(2), false)
+	v.ended(id(2), 0)
 	check("the last one voided", 10*time.Second)
-	v.ended(id(3), true)
+	v.ended(id(3), math.MaxUint64)
 	check("the last one posted", 9*time.Second)
-	v.ended(id(1), false)
+	v.ended(id(1), 0)
 	check("none left", 0)
 	v.took(id(4), 1, 5*sec)
 	check("a new hold", 4*time.Second)
@@ -128,17 +129,22 @@ func TestViewEndedHolds(t *testing.T) {
 	v := newView(0)
 	v.took(id(1), 3, 10*sec)
 	v.took(id(2), 4, 10*sec)
-	v.ended(id(1), false) // voided: back at once
+	v.ended(id(1), 0) // voided: back at once
 	if got := v.available(sec); got != 6 {
 		t.Fatalf("after a void: available %d, want 6", got)
 	}
-	v.ended(id(2), true) // posted: spent for good
+	v.ended(id(2), math.MaxUint64) // posted: spent for good
 	if v.limit != 6 || v.available(sec) != 6 {
 		t.Fatalf("after a post: limit %d, available %d; want 6, 6", v.limit, v.available(sec))
 	}
-	v.ended(id(9), false) // unknown (returned already): nothing
-	if got := v.available(sec); got != 6 {
-		t.Fatalf("after ending an unknown hold: available %d, want 6", got)
+	v.took(id(3), 4, 10*sec)
+	v.ended(id(3), 1) // 1 posted: spent for good, 3 back
+	if v.limit != 5 || v.available(sec) != 5 {
+		t.Fatalf("after a post of 1 of 4: limit %d, available %d; want 5, 5", v.limit, v.available(sec))
+	}
+	v.ended(id(9), 0) // unknown (returned already): nothing
+	if got := v.available(sec); got != 5 {
+		t.Fatalf("after ending an unknown hold: available %d, want 5", got)
 	}
 }
 
@@ -310,7 +316,7 @@ func TestViewMergedHoldsGoStale(t *testing.T) {
 	}
 	v, ids := fill()
 	v.took(NewID(), 1, 5000) // a new hold, after every merged one
-	v.ended(ids[maxHolds], false)
+	v.ended(ids[maxHolds], 0)
 	if !v.complete() || v.inFlight(0) != maxHolds+1 {
 		t.Fatalf("a new hold and the end of an unmerged one: complete %v, %d in flight, want %d", v.complete(), v.inFlight(0), maxHolds+1)
 	}
@@ -319,8 +325,8 @@ func TestViewMergedHoldsGoStale(t *testing.T) {
 		name string
 		do   func(v *view, ids []ID)
 	}{
-		{"the end of a merged-away hold", func(v *view, ids []ID) { v.ended(ids[1], false) }},
-		{"the end of a merged hold's first", func(v *view, ids []ID) { v.ended(ids[0], true) }},
+		{"the end of a merged-away hold", func(v *view, ids []ID) { v.ended(ids[1], 0) }},
+		{"the end of a merged hold's first", func(v *view, ids []ID) { v.ended(ids[0], math.MaxUint64) }},
 		{"a retry's echo of a merged-away hold", func(v *view, ids []ID) { v.took(ids[1], 1, 1001) }},
 	} {
 		v, ids := fill()

@@ -61,6 +61,11 @@ type ServerOptions struct {
 	// WrapHTTP, when not nil, wraps the HTTP server's handler: to trace
 	// every request, say.
 	WrapHTTP func(http.Handler) http.Handler
+	// Register, when not nil, is given the gRPC server and the HTTP mux
+	// before they serve, to serve more beside Envoy's protocol on the same
+	// listeners (tblimit serve --api registers tblimit.v1's
+	// api.Service.Register).
+	Register func(grpc.ServiceRegistrar, *http.ServeMux)
 }
 
 // NewServer returns a server of svc.
@@ -92,6 +97,9 @@ func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /healthcheck", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /rlconfig", s.serveConfig)
+	if o.Register != nil {
+		o.Register(s.grpc, mux)
+	}
 	var handler http.Handler = mux
 	if o.WrapHTTP != nil {
 		handler = o.WrapHTTP(mux)

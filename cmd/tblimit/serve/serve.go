@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tblimit/tblimit/api"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
@@ -43,6 +44,7 @@ type serveOptions struct {
 	HTTPAddr        string
 	Unavailable     string
 	ResponseHeaders bool
+	API             bool
 	TLSCert         string
 	TLSKey          string
 	TLSClientCA     string
@@ -60,7 +62,7 @@ func knownLevel(s string) bool { _, ok := logLevels[s]; return ok }
 
 // EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
 var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
-	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level"}
+	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -74,7 +76,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) e
 		Long: `serve is a rate limit service: Envoy's envoy.service.ratelimit.v3.RateLimitService
 over gRPC (with grpc.health.v1 and server reflection), and over HTTP POST /json
 (the same request in JSON), GET /healthcheck, GET /metrics (Prometheus) and
-GET /rlconfig (the configuration in force).
+GET /rlconfig (the configuration in force). With --api, tblimit's own API too,
+tblimit.v1.LimitService, on both listeners (gRPC, and HTTP POST /v1/...).
 
 --config is a YAML file, or a directory of them, in envoyproxy/ratelimit's format.
 Each rule becomes a tblimit resource and each distinct set of descriptor values a
@@ -116,6 +119,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "the gRPC listener's address [env]")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "127.0.0.1:8080", "the HTTP listener's address (\"\": none) [env]")
 	fl.StringVar(&opts.Unavailable, "unavailable", "error", "when the cluster does not answer: error (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides), open (OK) or closed (OVER_LIMIT) [env]")
+	fl.BoolVar(&opts.API, "api", false, "serve tblimit's own API, tblimit.v1 (acquire, pay, fund, reserve, reset, history...), on both listeners; it checks no credentials yet: trusted networks only [env]")
 	fl.BoolVar(&opts.ResponseHeaders, "response-headers", false, "add the RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10) to every response [env]")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
@@ -205,7 +209,11 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err := svc.Load(ctx, cfg); err != nil {
 		return err
 	}
-	srv, err := ratelimit.NewServer(svc, tr.Server(ratelimit.ServerOptions{TLS: tlsCfg}))
+	sv := ratelimit.ServerOptions{TLS: tlsCfg}
+	if opts.API {
+		sv.Register = api.New(c).Register
+	}
+	srv, err := ratelimit.NewServer(svc, tr.Server(sv))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,388 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// The methods of LimitService: each goes through call, which checks its
+// permission, bounds its time and turns its error into a gRPC status, to
+// one that resolves the resource and calls the ledger.Client. The HTTP
+// handlers call these same methods.
+
+// call is the one funnel of every method: it asks Authorize, bounds the
+// call so that it ends before the caller's deadline (answerBefore), runs f
+// and turns its error into a gRPC status (statusOf).
+func call[Req, Resp any](ctx context.Context, s *Service, method string, req Req, f func(context.Context, Req) (Resp, error)) (Resp, error) {
+	var none Resp
+	if err := s.allow(ctx, method); err != nil {
+		return none, statusOf(err)
+	}
+	ctx, cancel := answerBefore(ctx)
+	defer cancel()
+	resp, err := f(ctx, req)
+	if err != nil {
+		return none, statusOf(err)
+	}
+	return resp, nil
+}
+
+// answerBefore bounds a call so that it ends before the caller's deadline,
+// by a fifth of the time left (at most 100 ms): a cluster that does not
+// answer is then reported (UNAVAILABLE) while the caller still listens.
+func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	left := time.Until(dl)
+	return context.WithDeadline(ctx, dl.Add(-min(left/5, 100*time.Millisecond)))
+}
+
+// Acquire takes units of a resource for a user (ledger.Client.Acquire).
+func (s *Service) Acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*tblimitv1.AcquireResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Acquire_FullMethodName, req, s.acquire)
+}
+
+func (s *Service) acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*tblimitv1.AcquireResponse, error) {
+	r, lreq, err := s.request(ctx, req.GetResource(), req.GetUser(), req.GetAmount(), req.GetRequestId(), req.GetReference())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.c.Acquire(ctx, r, lreq)
+	if err == nil {
+		err = overLimit(d, lreq.Amount, r, lreq.User)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.AcquireResponse{Decision: decision(d)}, nil
+}
+
+// request resolves a request for units of a resource.
+func (s *Service) request(ctx context.Context, resource, user string, amount uint64, rid string, ref uint64) (ledger.Resource, ledger.Request, error) {
+	id, err := requestID(rid)
+	if err != nil {
+		return ledger.Resource{}, ledger.Request{}, err
+	}
+	r, err := s.resources.get(ctx, resource)
+	if err != nil {
+		return ledger.Resource{}, ledger.Request{}, err
+	}
+	return r, ledger.Request{User: user, Amount: units(amount), ID: id, Ref: ref}, nil
+}
+
+// AcquireAll takes every part or none (ledger.Client.AcquireAll).
+func (s *Service) AcquireAll(ctx context.Context, req *tblimitv1.AcquireAllRequest) (*tblimitv1.AcquireAllResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_AcquireAll_FullMethodName, req, s.acquireAll)
+}
+
+func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllRequest) (*tblimitv1.AcquireAllResponse, error) {
+	id, err := requestID(req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetParts()) == 0 || len(req.GetParts()) > ledger.BatchMax {
+		return nil, fmt.Errorf("%w: %d parts, want 1 to %d", ledger.ErrTooMany, len(req.GetParts()), ledger.BatchMax)
+	}
+	parts := make([]ledger.Part, len(req.GetParts()))
+	for i, p := range req.GetParts() {
+		r, err := s.resources.get(ctx, p.GetResource())
+		if err != nil {
+			return nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		parts[i] = ledger.Part{Resource: r, Request: ledger.Request{User: p.GetUser(), Amount: units(p.GetAmount())}}
+	}
+	parts[0].Request.ID, parts[0].Request.Ref = id, req.GetReference() // the first part names the chain
+	ds, err := s.c.AcquireAll(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := &tblimitv1.AcquireAllResponse{Allowed: len(ds) > 0 && ds[0].Allowed}
+	for i, d := range ds {
+		if err := overLimit(d, parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
+			return nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		out.Decisions = append(out.Decisions, decision(d))
+	}
+	return out, nil
+}
+
+// Peek decides without taking anything (ledger.Client.Check).
+func (s *Service) Peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimitv1.PeekResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Peek_FullMethodName, req, s.peek)
+}
+
+func (s *Service) peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimitv1.PeekResponse, error) {
+	r, lreq, err := s.request(ctx, req.GetResource(), req.GetUser(), req.GetAmount(), "", 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.c.Check(ctx, r, lreq)
+	if err == nil {
+		err = overLimit(d, lreq.Amount, r, lreq.User)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.PeekResponse{Decision: decision(d)}, nil
+}
+
+// Pay pays under a money limit (ledger.Client.Pay).
+func (s *Service) Pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv1.PayResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Pay_FullMethodName, req, s.pay)
+}
+
+func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv1.PayResponse, error) {
+	id, err := requestID(req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.money(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	p := ledger.Payment{From: req.GetFrom(), To: req.GetTo(), Amount: req.GetAmount(), ID: id, Ref: req.GetReference()}
+	d, err := s.c.Pay(ctx, r, p)
+	if err == nil {
+		err = overLimit(d, p.Amount, r, p.From)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.PayResponse{Decision: decision(d)}, nil
+}
+
+// money resolves a money resource.
+func (s *Service) money(ctx context.Context, name string) (ledger.Resource, error) {
+	r, err := s.resources.get(ctx, name)
+	if err == nil && r.Kind != ledger.KindMoney {
+		err = fmt.Errorf("%w: %s is a %s resource, not money", ledger.ErrInvalidResource, r.Name, r.Kind)
+	}
+	return r, err
+}
+
+// Fund credits money to a user on a money resource's currency
+// (ledger.Client.Fund), and answers what the user holds then.
+func (s *Service) Fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimitv1.FundResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Fund_FullMethodName, req, s.fund)
+}
+
+func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimitv1.FundResponse, error) {
+	id, err := requestID(req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.money(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.c.Fund(ctx, r.Currency, ledger.Request{User: req.GetUser(), Amount: req.GetAmount(), ID: id, Ref: req.GetReference()}); err != nil {
+		return nil, err
+	}
+	funds, err := s.c.Funds(ctx, r.Currency, req.GetUser())
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.FundResponse{Funds: funds}, nil
+}
+
+// Funds reads what a user holds on a money resource's currency
+// (ledger.Client.Funds).
+func (s *Service) Funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Funds_FullMethodName, req, s.funds)
+}
+
+func (s *Service) funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
+	r, err := s.money(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	funds, err := s.c.Funds(ctx, r.Currency, req.GetUser())
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.FundsResponse{Funds: funds}, nil
+}
+
+// Reserve holds units until Commit or Cancel (ledger.Client.Reserve).
+func (s *Service) Reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Reserve_FullMethodName, req, s.reserve)
+}
+
+func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
+	r, lreq, err := s.request(ctx, req.GetResource(), req.GetUser(), req.GetAmount(), req.GetRequestId(), req.GetReference())
+	if err != nil {
+		return nil, err
+	}
+	rv, err := s.c.Reserve(ctx, r, lreq)
+	if err == nil {
+		err = overLimit(rv.Decision(), lreq.Amount, r, lreq.User)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &tblimitv1.ReserveResponse{Decision: decision(rv.Decision())}
+	if h := rv.Hold(); !h.IsZero() {
+		out.ReservationId = h.String()
+	}
+	return out, nil
+}
+
+// Commit keeps a reservation's units, all or some (Reservation.Commit,
+// CommitN).
+func (s *Service) Commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tblimitv1.CommitResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Commit_FullMethodName, req, s.commit)
+}
+
+func (s *Service) commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tblimitv1.CommitResponse, error) {
+	rv, err := s.reservation(ctx, req.GetReservationId())
+	if err == nil {
+		if n := req.GetAmount(); n == 0 {
+			err = rv.Commit(ctx)
+		} else {
+			err = rv.CommitN(ctx, n)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.CommitResponse{}, nil
+}
+
+// Cancel gives a reservation's units back (Reservation.Cancel).
+func (s *Service) Cancel(ctx context.Context, req *tblimitv1.CancelRequest) (*tblimitv1.CancelResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Cancel_FullMethodName, req, s.cancel)
+}
+
+func (s *Service) cancel(ctx context.Context, req *tblimitv1.CancelRequest) (*tblimitv1.CancelResponse, error) {
+	rv, err := s.reservation(ctx, req.GetReservationId())
+	if err == nil {
+		err = rv.Cancel(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.CancelResponse{}, nil
+}
+
+// reservation finds a reservation by its ID.
+func (s *Service) reservation(ctx context.Context, id string) (*ledger.Reservation, error) {
+	hold, err := ledger.ParseID(id)
+	if err != nil {
+		return nil, fmt.Errorf("reservation_id: %w", err)
+	}
+	return s.c.Reservation(ctx, hold)
+}
+
+// Reset gives back every unit a user holds (ledger.Client.Reset).
+func (s *Service) Reset(ctx context.Context, req *tblimitv1.ResetRequest) (*tblimitv1.ResetResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Reset_FullMethodName, req, s.reset)
+}
+
+func (s *Service) reset(ctx context.Context, req *tblimitv1.ResetRequest) (*tblimitv1.ResetResponse, error) {
+	r, err := s.resources.get(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.c.Reset(ctx, r, req.GetUser())
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.ResetResponse{HoldsEnded: uint32(n)}, nil
+}
+
+// History defaults and bounds.
+const (
+	defaultHistory = 100
+	maxHistory     = 10000
+)
+
+// History lists a user's admissions (ledger.Client.History).
+func (s *Service) History(ctx context.Context, req *tblimitv1.HistoryRequest) (*tblimitv1.HistoryResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_History_FullMethodName, req, s.history)
+}
+
+func (s *Service) history(ctx context.Context, req *tblimitv1.HistoryRequest) (*tblimitv1.HistoryResponse, error) {
+	n := int(req.GetMax())
+	if n == 0 {
+		n = defaultHistory
+	}
+	if n > maxHistory {
+		return nil, fmt.Errorf("%w: max %d, at most %d", errInvalid, n, maxHistory)
+	}
+	r, err := s.resources.get(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	as, err := s.c.History(ctx, r, req.GetUser(), timeOf(req.GetFrom()), timeOf(req.GetTo()), n)
+	if err != nil {
+		return nil, err
+	}
+	out := &tblimitv1.HistoryResponse{Admissions: make([]*tblimitv1.Admission, len(as))}
+	for i, a := range as {
+		out.Admissions[i] = admission(a)
+	}
+	return out, nil
+}
+
+// ends maps the library's ends to the API's.
+var ends = map[ledger.End]tblimitv1.End{
+	ledger.InFlight:  tblimitv1.End_END_IN_FLIGHT,
+	ledger.Expired:   tblimitv1.End_END_EXPIRED,
+	ledger.Committed: tblimitv1.End_END_COMMITTED,
+	ledger.Cancelled: tblimitv1.End_END_CANCELLED,
+}
+
+func admission(a ledger.Admission) *tblimitv1.Admission {
+	out := &tblimitv1.Admission{
+		Id:        a.ID.String(),
+		Hold:      a.Hold.String(),
+		Taken:     timestamp(a.Taken),
+		Amount:    a.Amount,
+		Reference: a.Ref,
+		End:       ends[a.End],
+		Ended:     timestamp(a.Ended),
+	}
+	if p := a.Payment; p != nil {
+		out.Payment = &tblimitv1.Payment{Id: p.ID.String(), To: p.ToKey, Amount: p.Amount, Time: timestamp(p.Time)}
+	}
+	return out
+}
+
+// Audit checks a user's record against its limit (ledger.Client.Audit).
+func (s *Service) Audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tblimitv1.AuditResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_Audit_FullMethodName, req, s.audit)
+}
+
+func (s *Service) audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tblimitv1.AuditResponse, error) {
+	r, err := s.resources.get(ctx, req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.c.Audit(ctx, r, req.GetUser(), timeOf(req.GetFrom()), timeOf(req.GetTo()))
+	if err != nil {
+		return nil, err
+	}
+	out := &tblimitv1.AuditResponse{
+		Ok:           a.OK(),
+		Limit:        a.Limit,
+		LimitMin:     a.LimitMin,
+		LimitMax:     a.LimitMax,
+		Holds:        uint64(a.Holds),
+		Units:        a.Units,
+		Ended:        uint64(a.Ended),
+		MostInWindow: a.MostInWindow,
+		WindowStart:  timestamp(a.WindowStart),
+		MostInFlight: a.MostInFlight,
+		InFlightOver: a.InFlightOver,
+	}
+	for _, t := range a.Over {
+		out.Over = append(out.Over, timestamp(t))
+	}
+	return out, nil
+}

@@ -1,0 +1,201 @@
+// Package api serves tblimit.v1, tblimit's own API, over gRPC and HTTP JSON.
+//
+// Each method of tblimit.v1.LimitService is also POST /v1/<method> on HTTP,
+// in kebab case (/v1/acquire, /v1/acquire-all, /v1/peek, /v1/pay, /v1/fund,
+// /v1/funds, /v1/reserve, /v1/commit, /v1/cancel, /v1/reset, /v1/history, /v1/audit):
+// the request and the response in the protobuf JSON mapping; 200, or 429
+// with Retry-After for a denial; an error as its google.rpc.Status in JSON
+// with the HTTP status of its code (docs/api.md has the table). The Go
+// client is the generated one, tblimitv1.NewLimitServiceClient.
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/ledger"
+)
+
+// Service implements tblimit.v1.LimitService on a ledger.Client: what the
+// library gives a Go process, for callers in any language. Resources are
+// addressed by name, users by key; the HTTP handlers (Register) call the
+// same methods as gRPC does. A Service keeps no state but a cache of the
+// cluster's resources (immutable once created): several services on one
+// cluster share every limit. It is safe for concurrent use.
+type Service struct {
+	tblimitv1.UnimplementedLimitServiceServer
+
+	c         *ledger.Client
+	resources *resources
+	authorize func(ctx context.Context, method string, p Permission) error
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// Authorize has every call checked by f before it does anything: f gets
+// the call's full gRPC method name (tblimitv1.LimitService_Acquire_FullMethodName,
+// for HTTP calls too) and the permission it needs; an error f returns is
+// the call's (return a gRPC status, codes.PermissionDenied or
+// Unauthenticated, to choose the HTTP status too). An HTTP request's
+// headers are in the context's incoming gRPC metadata, keys in lower case
+// (metadata.FromIncomingContext), as a gRPC call's are: one f reads a
+// bearer token from "authorization" on both.
+func Authorize(f func(ctx context.Context, method string, p Permission) error) Option {
+	return func(s *Service) { s.authorize = f }
+}
+
+// New returns the service of c.
+func New(c *ledger.Client, opts ...Option) *Service {
+	s := &Service{c: c, resources: newResources(c)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Register serves s on a gRPC server and, when mux is not nil, its HTTP
+// JSON form on mux (see the package documentation); either may be nil.
+func (s *Service) Register(g grpc.ServiceRegistrar, mux *http.ServeMux) {
+	if g != nil {
+		tblimitv1.RegisterLimitServiceServer(g, s)
+	}
+	if mux != nil {
+		s.registerHTTP(mux)
+	}
+}
+
+// Permission is what a call needs: one of four, so that an operator can
+// let a service decide without letting it fund or reset.
+type Permission uint8
+
+const (
+	// PermDecide: Acquire, AcquireAll, Peek, Pay, Reserve, Commit, Cancel.
+	PermDecide Permission = iota + 1
+	// PermFund: Fund.
+	PermFund
+	// PermReset: Reset.
+	PermReset
+	// PermRead: Funds, History, Audit.
+	PermRead
+)
+
+// String returns "decide", "fund", "reset" or "read".
+func (p Permission) String() string {
+	switch p {
+	case PermDecide:
+		return "decide"
+	case PermFund:
+		return "fund"
+	case PermReset:
+		return "reset"
+	case PermRead:
+		return "read"
+	}
+	return fmt.Sprintf("Permission(%d)", uint8(p))
+}
+
+// permissions is each method's permission, by full gRPC method name.
+var permissions = map[string]Permission{
+	tblimitv1.LimitService_Acquire_FullMethodName:    PermDecide,
+	tblimitv1.LimitService_AcquireAll_FullMethodName: PermDecide,
+	tblimitv1.LimitService_Peek_FullMethodName:       PermDecide,
+	tblimitv1.LimitService_Pay_FullMethodName:        PermDecide,
+	tblimitv1.LimitService_Reserve_FullMethodName:    PermDecide,
+	tblimitv1.LimitService_Commit_FullMethodName:     PermDecide,
+	tblimitv1.LimitService_Cancel_FullMethodName:     PermDecide,
+	tblimitv1.LimitService_Fund_FullMethodName:       PermFund,
+	tblimitv1.LimitService_Reset_FullMethodName:      PermReset,
+	tblimitv1.LimitService_Funds_FullMethodName:      PermRead,
+	tblimitv1.LimitService_History_FullMethodName:    PermRead,
+	tblimitv1.LimitService_Audit_FullMethodName:      PermRead,
+}
+
+// MethodPermission returns the permission of a LimitService method, by its
+// full gRPC name; false for a method that is not LimitService's.
+func MethodPermission(fullMethod string) (Permission, bool) {
+	p, ok := permissions[fullMethod]
+	return p, ok
+}
+
+// allow checks the call of method with the Authorize function, if any.
+func (s *Service) allow(ctx context.Context, method string) error {
+	if s.authorize == nil {
+		return nil
+	}
+	return s.authorize(ctx, method, permissions[method])
+}
+
+// reasons maps the library's reasons to the API's.
+var reasons = map[ledger.Reason]tblimitv1.Reason{
+	ledger.Undecided:         tblimitv1.Reason_REASON_UNSPECIFIED,
+	ledger.Admitted:          tblimitv1.Reason_REASON_ADMITTED,
+	ledger.LimitExceeded:     tblimitv1.Reason_REASON_LIMIT_EXCEEDED,
+	ledger.InsufficientFunds: tblimitv1.Reason_REASON_INSUFFICIENT_FUNDS,
+	ledger.Unavailable:       tblimitv1.Reason_REASON_UNAVAILABLE,
+}
+
+// decision is the one builder of the API's Decision.
+func decision(d ledger.Decision) *tblimitv1.Decision {
+	out := &tblimitv1.Decision{
+		Allowed:    d.Allowed,
+		Reason:     reasons[d.Reason],
+		Limit:      d.Limit,
+		Remaining:  d.Remaining,
+		RetryAfter: durationpb.New(max(d.RetryAfter, 0)),
+		ResetAfter: durationpb.New(d.ResetAfter),
+	}
+	if !d.ID.IsZero() {
+		out.Id = d.ID.String()
+	}
+	if d.Timestamp != 0 {
+		out.Time = timestamppb.New(time.Unix(0, int64(d.Timestamp)))
+	}
+	return out
+}
+
+// requestID is the ledger ID a request_id names: zero for none.
+func requestID(s string) (ledger.ID, error) {
+	if s == "" {
+		return ledger.ID{}, nil
+	}
+	if len(s) > ledger.MaxKeyLen {
+		return ledger.ID{}, fmt.Errorf("%w: request_id of %d bytes, more than %d", ledger.ErrInvalidID, len(s), ledger.MaxKeyLen)
+	}
+	return ledger.KeyID(s), nil
+}
+
+// units is a request's amount: 0 means 1.
+func units(n uint64) uint64 { return max(n, 1) }
+
+// overLimit is the error of a decision whose amount exceeds the user's
+// whole limit (it can never be admitted), nil for any other decision.
+func overLimit(d ledger.Decision, amount uint64, r ledger.Resource, user string) error {
+	if d.Allowed || d.Reason != ledger.LimitExceeded || d.RetryAfter >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d exceeds the whole limit %d of %q on %s", errOverLimit, amount, d.Limit, user, r.Name)
+}
+
+// timeOf is a request's time: the zero time (no bound) when not set.
+func timeOf(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+// timestamp is t in the API, nil for the zero time.
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

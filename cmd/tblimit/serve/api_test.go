@@ -1,0 +1,103 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/ledger/embedded"
+)
+
+func TestServeAPIFlag(t *testing.T) {
+	def := serveOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
+		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second}
+	with := func(f func(*serveOptions)) serveOptions { o := def; f(&o); return o }
+	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
+		{Args: []string{"--config", "rl.yaml", "--api"}, Want: with(func(o *serveOptions) { o.Config, o.API = "rl.yaml", true })},
+	})
+}
+
+// With --api, tblimit.v1 is served beside Envoy's protocol on both
+// listeners; without it, neither listener knows it.
+func TestServeAPI(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	if err := os.WriteFile(path, []byte("domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{true, false} {
+		grpcAddr, httpAddr, stop := serveTest(t, path, on)
+		resp, err := http.Post("http://"+httpAddr+"/v1/acquire", "application/json", strings.NewReader(`{"resource":"api","user":"u"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, gerr := tblimitv1.NewLimitServiceClient(conn).Acquire(ctx, &tblimitv1.AcquireRequest{Resource: "api", User: "u"})
+		cancel()
+		conn.Close()
+		stop()
+		switch {
+		case on && (resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"allowed":true`)):
+			t.Errorf("--api: POST /v1/acquire = %d %s, want 200, allowed", resp.StatusCode, body)
+		case on && (gerr != nil || !d.GetDecision().GetAllowed() || d.GetDecision().GetRemaining() != 8):
+			t.Errorf("--api: Acquire = %v, %v; want allowed, 8 remaining", d, gerr)
+		case !on && resp.StatusCode != http.StatusNotFound:
+			t.Errorf("without --api: POST /v1/acquire = %d %s, want 404", resp.StatusCode, body)
+		case !on && gerr == nil:
+			t.Errorf("without --api: Acquire = %v, want an error", d)
+		}
+	}
+}
+
+// serveTest serves the configuration at path on an embedded engine with a
+// resource "api" (10 a minute, lazy), until stop.
+func serveTest(t *testing.T, path string, api bool) (grpcAddr, httpAddr string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	type addrs struct{ g, h string }
+	ready := make(chan addrs, 1)
+	opts := &serveOptions{Config: path, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Unavailable: "error", API: api,
+		MaxWaiting: 16, ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Hour, Out: io.Discard, ErrOut: io.Discard,
+		Open: func(io.Writer, ...ledger.Option) (*ledger.Client, func(), error) {
+			c := ledger.New(embedded.New())
+			r := ledger.Resource{Name: "api", Ledger: 1, Kind: ledger.KindRequests, Window: time.Minute, DefaultLimit: 10, Lazy: true}
+			if err := c.CreateResource(context.Background(), r); err != nil {
+				return nil, nil, err
+			}
+			return c, c.Close, nil
+		},
+		Ready:  func(g, h string) { ready <- addrs{g, h} },
+		Reload: func() (<-chan struct{}, func()) { return nil, func() {} },
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveRun(ctx, opts) }()
+	select {
+	case a := <-ready:
+		return a.g, a.h, func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("serveRun after its context ended = %v", err)
+			}
+		}
+	case err := <-served:
+		cancel()
+		t.Fatalf("serveRun(%s) = %v before serving", path, err)
+	}
+	return "", "", nil
+}
