@@ -14,19 +14,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
-	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
-
-func TestServeAPIFlag(t *testing.T) {
-	def := serveOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
-		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second}
-	with := func(f func(*serveOptions)) serveOptions { o := def; f(&o); return o }
-	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
-		{Args: []string{"--config", "rl.yaml", "--api"}, Want: with(func(o *serveOptions) { o.Config, o.API = "rl.yaml", true })},
-	})
-}
 
 // With --api, tblimit.v1 is served beside Envoy's protocol on both
 // listeners; without it, neither listener knows it.

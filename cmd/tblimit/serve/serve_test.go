@@ -26,6 +26,7 @@ func TestServeFlags(t *testing.T) {
 	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
 		{Args: []string{"--config", "rl.yaml"}, Want: with(func(o *serveOptions) { o.Config = "rl.yaml" })},
 		{Args: []string{"--check-config", "rl.yaml"}, Want: with(func(o *serveOptions) { o.CheckConfig = "rl.yaml" })},
+		{Args: []string{"--config", "rl.yaml", "--api"}, Want: with(func(o *serveOptions) { o.Config, o.API = "rl.yaml", true })},
 		{Args: []string{"--config", "d", "--unavailable", "open", "--response-headers", "--grpc-addr", ":0", "--http-addr", ""},
 			Want: with(func(o *serveOptions) {
 				o.Config, o.Unavailable, o.ResponseHeaders, o.GRPCAddr, o.HTTPAddr = "d", "open", true, ":0", ""
