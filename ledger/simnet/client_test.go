@@ -429,16 +429,24 @@ func TestSystemClockKeepsTime(t *testing.T) {
 	c := New(f.e, flat(cost))
 	defer c.Close()
 
-	// tries runs part until it takes at most its bound hi, three times at most.
+	// tries runs part until it takes at most its bound hi, three times at
+	// most. A try during which the machine's own timers fired late (as a
+	// clock that rounds up would make them) cannot tell: if every try is
+	// such, the part is skipped, saying so.
 	tries := func(name string, part func() (lo, hi time.Duration)) {
 		t.Helper()
 		var took []time.Duration
 		var hi time.Duration
+		busy := 0
 		for range 3 {
+			stop := make(chan time.Duration)
+			go func() { stop <- timerLateness(stop) }()
 			t0 := time.Now()
 			var lo time.Duration
 			lo, hi = part()
 			got := time.Since(t0)
+			stop <- 0
+			late := <-stop
 			if got < lo {
 				t.Errorf("%s: %v, shorter than the %v modelled", name, got, lo)
 				return
@@ -446,7 +454,14 @@ func TestSystemClockKeepsTime(t *testing.T) {
 			if got <= hi {
 				return
 			}
+			if late > 300*time.Microsecond {
+				busy++
+			}
 			took = append(took, got)
+		}
+		if busy == 3 {
+			t.Logf("%s: %v, over %v, with this machine's timers firing late: too busy to tell", name, took, hi)
+			return
 		}
 		t.Errorf("%s: %v, want at most %v once in three tries", name, took, hi)
 	}
@@ -542,5 +557,26 @@ func TestCompactionPauses(t *testing.T) {
 	want := []time.Duration{rt, rt, pause, rt, rt, pause, rt, rt}
 	if !slices.Equal(took, want) {
 		t.Errorf("took %v, want %v: a pause every third created transfer", took, want)
+	}
+}
+
+// timerLateness sleeps a millisecond at a time until told to stop (a value
+// on stop), and returns how late the sleeps woke up, on average.
+func timerLateness(stop chan time.Duration) time.Duration {
+	var late time.Duration
+	var n int64
+	for {
+		select {
+		case <-stop:
+			if n == 0 {
+				return 0
+			}
+			return late / time.Duration(n)
+		default:
+		}
+		t0 := time.Now()
+		time.Sleep(time.Millisecond)
+		late += time.Since(t0) - time.Millisecond
+		n++
 	}
 }
