@@ -56,6 +56,10 @@ const (
 	// every key is known by then, and nothing the service keeps should grow.
 	impHeapNoise     = 4 << 20
 	impHeapPerMinute = 1 << 20
+	// impMinOK is the fewest OK answers for a run to prove something of the record: a
+	// machine too loaded to answer within 20 ms (under -race, say) skips the test once
+	// every check has passed.
+	impMinOK = 100
 )
 
 func TestImpatientCallers(t *testing.T) {
@@ -118,6 +122,9 @@ func TestImpatientCallers(t *testing.T) {
 	if steady, growth := r.steady(); float64(growth) > impHeapNoise+impHeapPerMinute*steady.Minutes() {
 		t.Errorf("live heap grew by %s over %v of steady load (%s to %s); want at most %s + %s a minute",
 			mib(uint64(growth)), steady.Round(time.Second), mib(first.heap), mib(last.heap), mib(impHeapNoise), mib(impHeapPerMinute))
+	}
+	if n := r.total.outcomes[impOK]; n < impMinOK {
+		t.Skipf("only %d calls answered OK within %v: a machine this loaded (or -race) leaves too few admissions for the record to prove much", n, impDeadline)
 	}
 }
 
@@ -395,11 +402,12 @@ func (y *impCaller) summary() string {
 	return strings.Join(parts, ", ")
 }
 
-// checkAnswers checks that each kind of answer happened, or the run proved nothing, that
-// none was unexpected, and that the calls past MaxWaiting were refused at once.
+// checkAnswers checks that each kind of answer but OK (see impMinOK) happened, or the
+// run proved nothing, that none was unexpected, and that the calls past MaxWaiting were
+// refused at once.
 func checkAnswers(t *testing.T, total *impCaller, sf serviceFigures) {
 	t.Helper()
-	for _, o := range []impOutcome{impOK, impOver, impExhausted} {
+	for _, o := range []impOutcome{impOver, impExhausted} {
 		if total.outcomes[o] == 0 {
 			t.Errorf("no call was answered %s", impNames[o])
 		}
