@@ -29,8 +29,9 @@ type Tokens struct {
 	table  atomic.Pointer[tokenTable]
 	denied *prometheus.CounterVec
 
-	mu   sync.Mutex // serializes Reload; guards last
-	last [sha256.Size]byte
+	mu         sync.Mutex        // serializes Reload; guards the fields below
+	last       [sha256.Size]byte // the contents last read, in force or refused
+	unreadable bool              // the last read failed
 }
 
 // Reasons a call is refused, the reason label of tblimit_api_denied_total.
@@ -74,14 +75,20 @@ func LoadTokens(path string) (*Tokens, error) {
 // Reload reads the file again and puts it in force, when its contents
 // differ from those last read or when force is set; it reports whether it
 // did. A file that does not parse is an error and leaves the tokens in
-// force; without force, the same contents are not read again.
+// force; without force, the same contents refused (or a file that cannot
+// be read) are reported once.
 func (t *Tokens) Reload(force bool) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	src, err := os.ReadFile(t.path)
 	if err != nil {
+		if t.unreadable && !force {
+			return false, nil
+		}
+		t.unreadable, t.last = true, [sha256.Size]byte{}
 		return false, fmt.Errorf("%w: %w", ErrTokenFile, err)
 	}
+	t.unreadable = false
 	sum := sha256.Sum256(src)
 	if sum == t.last && !force {
 		return false, nil

@@ -235,7 +235,14 @@ func TestTokenFile(t *testing.T) {
 	write("tokens:\n  - {name: a, token: x, allow: {raed: \"*\"}}\n")
 	reload(false, false, true)
 	reload(false, false, false) // refused once, not reported again
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	reload(false, false, true)
+	reload(false, false, false) // missing, reported once
 	if toks.Len() != 2 {
 		t.Fatalf("Len() = %d after a refused file, want 2: the last good one stays", toks.Len())
 	}
+	write("tokens:\n  - {name: a, token: x, allow: {read: \"*\"}}\n")
+	reload(false, true, false)
 }
