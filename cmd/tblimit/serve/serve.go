@@ -259,7 +259,13 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 				return err
 			}
 			reg.MustRegister(tokens)
-			aopts = append(aopts, api.Authorize(tokens.Authorize))
+			aopts = append(aopts, api.Authorize(func(ctx context.Context, call api.Call) error {
+				err := tokens.Authorize(ctx, call)
+				if err != nil {
+					log.Debug("API call refused", "method", call.Method, "err", err)
+				}
+				return err
+			}))
 		}
 		sv.Register = api.New(c, aopts...).Register
 	}
