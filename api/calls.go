@@ -14,12 +14,13 @@ import (
 // one that resolves the resource and calls the ledger.Client. The HTTP
 // handlers call these same methods.
 
-// call is the one funnel of every method: it asks Authorize, bounds the
+// call is the one funnel of every method: it asks Authorize about the
+// method on the resources the request names, bounds the
 // call so that it ends before the caller's deadline (answerBefore), runs f
 // and turns its error into a gRPC status (statusOf).
-func call[Req, Resp any](ctx context.Context, s *Service, method string, req Req, f func(context.Context, Req) (Resp, error)) (Resp, error) {
+func call[Req, Resp any](ctx context.Context, s *Service, method string, resources []string, req Req, f func(context.Context, Req) (Resp, error)) (Resp, error) {
 	var none Resp
-	if err := s.allow(ctx, method); err != nil {
+	if err := s.allow(ctx, method, resources); err != nil {
 		return none, statusOf(err)
 	}
 	ctx, cancel := answerBefore(ctx)
@@ -45,7 +46,7 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // Acquire takes units of a resource for a user (ledger.Client.Acquire).
 func (s *Service) Acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*tblimitv1.AcquireResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Acquire_FullMethodName, req, s.acquire)
+	return call(ctx, s, tblimitv1.LimitService_Acquire_FullMethodName, named(req.GetResource()), req, s.acquire)
 }
 
 func (s *Service) acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*tblimitv1.AcquireResponse, error) {
@@ -78,7 +79,7 @@ func (s *Service) request(ctx context.Context, resource, user string, amount uin
 
 // AcquireAll takes every part or none (ledger.Client.AcquireAll).
 func (s *Service) AcquireAll(ctx context.Context, req *tblimitv1.AcquireAllRequest) (*tblimitv1.AcquireAllResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_AcquireAll_FullMethodName, req, s.acquireAll)
+	return call(ctx, s, tblimitv1.LimitService_AcquireAll_FullMethodName, partsNamed(req.GetParts()), req, s.acquireAll)
 }
 
 func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllRequest) (*tblimitv1.AcquireAllResponse, error) {
@@ -114,7 +115,7 @@ func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllReque
 
 // Peek decides without taking anything (ledger.Client.Check).
 func (s *Service) Peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimitv1.PeekResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Peek_FullMethodName, req, s.peek)
+	return call(ctx, s, tblimitv1.LimitService_Peek_FullMethodName, named(req.GetResource()), req, s.peek)
 }
 
 func (s *Service) peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimitv1.PeekResponse, error) {
@@ -134,7 +135,7 @@ func (s *Service) peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimi
 
 // Pay pays under a money limit (ledger.Client.Pay).
 func (s *Service) Pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv1.PayResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Pay_FullMethodName, req, s.pay)
+	return call(ctx, s, tblimitv1.LimitService_Pay_FullMethodName, named(req.GetResource()), req, s.pay)
 }
 
 func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv1.PayResponse, error) {
@@ -169,7 +170,7 @@ func (s *Service) money(ctx context.Context, name string) (ledger.Resource, erro
 // Fund credits money to a user on a money resource's currency
 // (ledger.Client.Fund), and answers what the user holds then.
 func (s *Service) Fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimitv1.FundResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Fund_FullMethodName, req, s.fund)
+	return call(ctx, s, tblimitv1.LimitService_Fund_FullMethodName, named(req.GetResource()), req, s.fund)
 }
 
 func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimitv1.FundResponse, error) {
@@ -194,7 +195,7 @@ func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimi
 // Funds reads what a user holds on a money resource's currency
 // (ledger.Client.Funds).
 func (s *Service) Funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Funds_FullMethodName, req, s.funds)
+	return call(ctx, s, tblimitv1.LimitService_Funds_FullMethodName, named(req.GetResource()), req, s.funds)
 }
 
 func (s *Service) funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tblimitv1.FundsResponse, error) {
@@ -211,7 +212,7 @@ func (s *Service) funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tbli
 
 // Reserve holds units until Commit or Cancel (ledger.Client.Reserve).
 func (s *Service) Reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Reserve_FullMethodName, req, s.reserve)
+	return call(ctx, s, tblimitv1.LimitService_Reserve_FullMethodName, named(req.GetResource()), req, s.reserve)
 }
 
 func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
@@ -236,11 +237,11 @@ func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 // Commit keeps a reservation's units, all or some (Reservation.Commit,
 // CommitN).
 func (s *Service) Commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tblimitv1.CommitResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Commit_FullMethodName, req, s.commit)
+	return call(ctx, s, tblimitv1.LimitService_Commit_FullMethodName, nil, req, s.commit)
 }
 
 func (s *Service) commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tblimitv1.CommitResponse, error) {
-	rv, err := s.reservation(ctx, req.GetReservationId())
+	rv, err := s.reservation(ctx, tblimitv1.LimitService_Commit_FullMethodName, req.GetReservationId())
 	if err == nil {
 		if n := req.GetAmount(); n == 0 {
 			err = rv.Commit(ctx)
@@ -256,11 +257,11 @@ func (s *Service) commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tb
 
 // Cancel gives a reservation's units back (Reservation.Cancel).
 func (s *Service) Cancel(ctx context.Context, req *tblimitv1.CancelRequest) (*tblimitv1.CancelResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Cancel_FullMethodName, req, s.cancel)
+	return call(ctx, s, tblimitv1.LimitService_Cancel_FullMethodName, nil, req, s.cancel)
 }
 
 func (s *Service) cancel(ctx context.Context, req *tblimitv1.CancelRequest) (*tblimitv1.CancelResponse, error) {
-	rv, err := s.reservation(ctx, req.GetReservationId())
+	rv, err := s.reservation(ctx, tblimitv1.LimitService_Cancel_FullMethodName, req.GetReservationId())
 	if err == nil {
 		err = rv.Cancel(ctx)
 	}
@@ -270,18 +271,39 @@ func (s *Service) cancel(ctx context.Context, req *tblimitv1.CancelRequest) (*tb
 	return &tblimitv1.CancelResponse{}, nil
 }
 
-// reservation finds a reservation by its ID.
-func (s *Service) reservation(ctx context.Context, id string) (*ledger.Reservation, error) {
+// reservation finds a reservation by its ID, for method, and asks
+// Authorize about method on the reservation's resource: a token that may
+// decide on one resource does not end the reservations of another.
+func (s *Service) reservation(ctx context.Context, method, id string) (*ledger.Reservation, error) {
 	hold, err := ledger.ParseID(id)
 	if err != nil {
 		return nil, fmt.Errorf("reservation_id: %w", err)
 	}
-	return s.c.Reservation(ctx, hold)
+	rv, err := s.c.Reservation(ctx, hold)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.allow(ctx, method, []string{rv.Resource().Name}); err != nil {
+		return nil, err
+	}
+	return rv, nil
+}
+
+// named is the resources of a request that names one.
+func named(resource string) []string { return []string{resource} }
+
+// partsNamed is the resources AcquireAll's parts name, in order.
+func partsNamed(parts []*tblimitv1.Part) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.GetResource()
+	}
+	return out
 }
 
 // Reset gives back every unit a user holds (ledger.Client.Reset).
 func (s *Service) Reset(ctx context.Context, req *tblimitv1.ResetRequest) (*tblimitv1.ResetResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Reset_FullMethodName, req, s.reset)
+	return call(ctx, s, tblimitv1.LimitService_Reset_FullMethodName, named(req.GetResource()), req, s.reset)
 }
 
 func (s *Service) reset(ctx context.Context, req *tblimitv1.ResetRequest) (*tblimitv1.ResetResponse, error) {
@@ -304,7 +326,7 @@ const (
 
 // History lists a user's admissions (ledger.Client.History).
 func (s *Service) History(ctx context.Context, req *tblimitv1.HistoryRequest) (*tblimitv1.HistoryResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_History_FullMethodName, req, s.history)
+	return call(ctx, s, tblimitv1.LimitService_History_FullMethodName, named(req.GetResource()), req, s.history)
 }
 
 func (s *Service) history(ctx context.Context, req *tblimitv1.HistoryRequest) (*tblimitv1.HistoryResponse, error) {
@@ -356,7 +378,7 @@ func admission(a ledger.Admission) *tblimitv1.Admission {
 
 // Audit checks a user's record against its limit (ledger.Client.Audit).
 func (s *Service) Audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tblimitv1.AuditResponse, error) {
-	return call(ctx, s, tblimitv1.LimitService_Audit_FullMethodName, req, s.audit)
+	return call(ctx, s, tblimitv1.LimitService_Audit_FullMethodName, named(req.GetResource()), req, s.audit)
 }
 
 func (s *Service) audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tblimitv1.AuditResponse, error) {

@@ -16,6 +16,9 @@ var (
 	errOverLimit = errors.New("api: amount over the whole limit")
 	// errInvalid means a request's field is out of range.
 	errInvalid = errors.New("api: invalid argument")
+	// ErrTokenFile means a token file (LoadTokens) could not be read or
+	// does not parse; the message names the file and the line.
+	ErrTokenFile = errors.New("api: token file")
 )
 
 // statusOf is the one switch from the library's errors to gRPC statuses

@@ -132,8 +132,11 @@ func writeError(w http.ResponseWriter, err error) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if st.Code() == codes.Unavailable {
+	switch st.Code() {
+	case codes.Unavailable:
 		w.Header().Set("Retry-After", "1")
+	case codes.Unauthenticated:
+		w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750
 	}
 	w.WriteHeader(httpStatus(st.Code()))
 	w.Write(out)

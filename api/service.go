@@ -34,21 +34,33 @@ type Service struct {
 
 	c         *ledger.Client
 	resources *resources
-	authorize func(ctx context.Context, method string, p Permission) error
+	authorize func(ctx context.Context, c Call) error
 }
 
 // Option configures a Service.
 type Option func(*Service)
 
-// Authorize has every call checked by f before it does anything: f gets
-// the call's full gRPC method name (tblimitv1.LimitService_Acquire_FullMethodName,
-// for HTTP calls too) and the permission it needs; an error f returns is
-// the call's (return a gRPC status, codes.PermissionDenied or
-// Unauthenticated, to choose the HTTP status too). An HTTP request's
+// Call is what Authorize is asked about: a call of a LimitService method.
+type Call struct {
+	// Method is the full gRPC method name
+	// (tblimitv1.LimitService_Acquire_FullMethodName), for HTTP calls too.
+	Method string
+	// Permission is the method's (MethodPermission).
+	Permission Permission
+	// Resources are the resources the call acts on, as the request names
+	// them (a name, or a ledger number): one, or AcquireAll's parts'.
+	// Commit and Cancel name none: they are asked about with none first,
+	// and again with the reservation's resource, by name, once it is found.
+	Resources []string
+}
+
+// Authorize has every call checked by f before it does anything; an
+// error f returns is the call's (return a gRPC status, codes.PermissionDenied
+// or Unauthenticated, to choose the HTTP status too). An HTTP request's
 // headers are in the context's incoming gRPC metadata, keys in lower case
 // (metadata.FromIncomingContext), as a gRPC call's are: one f reads a
-// bearer token from "authorization" on both.
-func Authorize(f func(ctx context.Context, method string, p Permission) error) Option {
+// bearer token from "authorization" on both. Tokens.Authorize is such an f.
+func Authorize(f func(ctx context.Context, c Call) error) Option {
 	return func(s *Service) { s.authorize = f }
 }
 
@@ -125,12 +137,13 @@ func MethodPermission(fullMethod string) (Permission, bool) {
 	return p, ok
 }
 
-// allow checks the call of method with the Authorize function, if any.
-func (s *Service) allow(ctx context.Context, method string) error {
+// allow checks the call of method on resources with the Authorize
+// function, if any.
+func (s *Service) allow(ctx context.Context, method string, resources []string) error {
 	if s.authorize == nil {
 		return nil
 	}
-	return s.authorize(ctx, method, permissions[method])
+	return s.authorize(ctx, Call{Method: method, Permission: permissions[method], Resources: resources})
 }
 
 // reasons maps the library's reasons to the API's.

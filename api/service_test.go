@@ -382,17 +382,18 @@ func stalled(t *testing.T, b *testenv.Backend) *ledger.Client {
 	return ledger.New(sc, ledger.WithTimeout(100*time.Millisecond))
 }
 
-// Authorize sees each call's method and permission, and an HTTP call's
+// Authorize sees each call's method, permission and resources (Commit's
+// twice: before and after the reservation is found), and an HTTP call's
 // headers as gRPC metadata.
 func TestAuthorize(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		var mu sync.Mutex
 		var seen []string
-		e := start(t, b, api.Authorize(func(ctx context.Context, method string, p api.Permission) error {
+		e := start(t, b, api.Authorize(func(ctx context.Context, c api.Call) error {
 			mu.Lock()
 			defer mu.Unlock()
-			seen = append(seen, fmt.Sprintf("%s %s %s", method, p, token(ctx)))
-			if p == api.PermReset && token(ctx) != "Bearer admin" {
+			seen = append(seen, fmt.Sprintf("%s %s %v %s", c.Method, c.Permission, c.Resources, token(ctx)))
+			if c.Permission == api.PermReset && token(ctx) != "Bearer admin" {
 				return status.Error(codes.PermissionDenied, "reset needs the admin token")
 			}
 			return nil
@@ -405,7 +406,17 @@ func TestAuthorize(t *testing.T) {
 		if resp.code != http.StatusOK {
 			t.Fatalf("POST /v1/reset with the token = %d %s, want 200", resp.code, resp.body)
 		}
-		want := []string{"/tblimit.v1.LimitService/Acquire decide ", "/tblimit.v1.LimitService/Reset reset ", "/tblimit.v1.LimitService/Reset reset Bearer admin"}
+		rv, err := e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: rv.GetReservationId()}); err != nil {
+			t.Fatal(err)
+		}
+		n := r.Name
+		want := []string{"/tblimit.v1.LimitService/Acquire decide [" + n + "] ", "/tblimit.v1.LimitService/Reset reset [" + n + "] ",
+			"/tblimit.v1.LimitService/Reset reset [" + n + "] Bearer admin", "/tblimit.v1.LimitService/Reserve decide [" + n + "] ",
+			"/tblimit.v1.LimitService/Commit decide [] ", "/tblimit.v1.LimitService/Commit decide [" + n + "] "}
 		mu.Lock()
 		defer mu.Unlock()
 		if fmt.Sprint(seen) != fmt.Sprint(want) {

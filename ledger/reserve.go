@@ -101,6 +101,9 @@ func (r *Reservation) OK() bool { return r.d.Allowed }
 // Decision returns the decision that made the reservation.
 func (r *Reservation) Decision() Decision { return r.d }
 
+// Resource returns the resource the units are reserved on.
+func (r *Reservation) Resource() Resource { return r.res }
+
 // Cancel gives the units back now. Cancelling a reservation that expired,
 // was cancelled before, or was denied is not an error. A reservation the
 // cluster did not answer (Reason Unavailable, allowed or not by the

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
@@ -59,10 +61,16 @@ func TestServeAPI(t *testing.T) {
 // resource "api" (10 a minute, lazy), until stop.
 func serveTest(t *testing.T, path string, api bool) (grpcAddr, httpAddr string, stop func()) {
 	t.Helper()
+	return serveWith(t, path, func(o *serveOptions) { o.API = api })
+}
+
+// serveWith is serveTest with the options set by f.
+func serveWith(t *testing.T, path string, f func(*serveOptions)) (grpcAddr, httpAddr string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	type addrs struct{ g, h string }
 	ready := make(chan addrs, 1)
-	opts := &serveOptions{Config: path, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Unavailable: "error", API: api,
+	opts := &serveOptions{Config: path, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Unavailable: "error",
 		MaxWaiting: 16, ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Hour, Out: io.Discard, ErrOut: io.Discard,
 		Open: func(io.Writer, ...ledger.Option) (*ledger.Client, func(), error) {
 			c := ledger.New(embedded.New())
@@ -75,6 +83,7 @@ func serveTest(t *testing.T, path string, api bool) (grpcAddr, httpAddr string, 
 		Ready:  func(g, h string) { ready <- addrs{g, h} },
 		Reload: func() (<-chan struct{}, func()) { return nil, func() {} },
 	}
+	f(opts)
 	served := make(chan error, 1)
 	go func() { served <- serveRun(ctx, opts) }()
 	select {
@@ -90,4 +99,76 @@ func serveTest(t *testing.T, path string, api bool) (grpcAddr, httpAddr string, 
 		t.Fatalf("serveRun(%s) = %v before serving", path, err)
 	}
 	return "", "", nil
+}
+
+// With --api-tokens, a call needs a token the file allows; refusals are
+// counted on /metrics, and a changed file is read again.
+func TestServeAPITokens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rl.yaml")
+	if err := os.WriteFile(path, []byte("domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens.yaml")
+	writeTokens := func(src string) {
+		if err := os.WriteFile(tokens, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTokens("tokens:\n  - {name: svc, token: t0k3n, allow: {decide: [api]}}\n")
+	grpcAddr, httpAddr, stop := serveWith(t, path, func(o *serveOptions) {
+		o.API, o.APITokens, o.ReloadInterval = true, tokens, 20*time.Millisecond
+	})
+	defer stop()
+	post := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/acquire", strings.NewReader(`{"resource":"api","user":"u"}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Errorf("POST /v1/acquire without a token = %d, want 401", got)
+	}
+	if got := post("t0k3n"); got != http.StatusOK {
+		t.Errorf("POST /v1/acquire with the token = %d, want 200", got)
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = tblimitv1.NewLimitServiceClient(conn).Acquire(ctx, &tblimitv1.AcquireRequest{Resource: "api", User: "u"})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Acquire without a token = %v, want UNAUTHENTICATED", err)
+	}
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `tblimit_api_denied_total{method="Acquire",reason="no_token"} 2`; !strings.Contains(string(metrics), want) {
+		t.Errorf("GET /metrics has no %s", want)
+	}
+
+	writeTokens("tokens:\n  - {name: svc, token: n3w, allow: {decide: [api]}}\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for post("n3w") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the new token is refused 10s after the file changed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := post("t0k3n"); got != http.StatusUnauthorized {
+		t.Errorf("POST /v1/acquire with the old token after the reload = %d, want 401", got)
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/tblimit/tblimit/api"
@@ -45,6 +47,8 @@ type serveOptions struct {
 	Unavailable     string
 	ResponseHeaders bool
 	API             bool
+	APITokens       string
+	APIInsecure     bool
 	TLSCert         string
 	TLSKey          string
 	TLSClientCA     string
@@ -62,7 +66,7 @@ func knownLevel(s string) bool { _, ok := logLevels[s]; return ok }
 
 // EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
 var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
-	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api"}
+	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api", "api-tokens", "api-insecure"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -78,6 +82,14 @@ over gRPC (with grpc.health.v1 and server reflection), and over HTTP POST /json
 (the same request in JSON), GET /healthcheck, GET /metrics (Prometheus) and
 GET /rlconfig (the configuration in force). With --api, tblimit's own API too,
 tblimit.v1.LimitService, on both listeners (gRPC, and HTTP POST /v1/...).
+
+tblimit.v1 moves money: with --api-tokens FILE, each call needs a bearer token
+(authorization: Bearer <token>) that FILE allows to decide, read, fund or reset
+(docs/api.md#authorization has the format); FILE is reloaded when it changes
+and on SIGHUP. Without --api-tokens the API is open, and serve --api refuses
+to start on a listener that is not loopback (127.0.0.1, [::1], localhost)
+unless --api-insecure says to serve it open there. Envoy's protocol checks
+no credentials: it is for gateways on a private network.
 
 --config is a YAML file, or a directory of them, in envoyproxy/ratelimit's format.
 Each rule becomes a tblimit resource and each distinct set of descriptor values a
@@ -119,7 +131,9 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "the gRPC listener's address [env]")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "127.0.0.1:8080", "the HTTP listener's address (\"\": none) [env]")
 	fl.StringVar(&opts.Unavailable, "unavailable", "error", "when the cluster does not answer: error (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides), open (OK) or closed (OVER_LIMIT) [env]")
-	fl.BoolVar(&opts.API, "api", false, "serve tblimit's own API, tblimit.v1 (acquire, pay, fund, reserve, reset, history...), on both listeners; it checks no credentials yet: trusted networks only [env]")
+	fl.BoolVar(&opts.API, "api", false, "serve tblimit's own API, tblimit.v1 (acquire, pay, fund, reserve, reset, history...), on both listeners [env]")
+	fl.StringVar(&opts.APITokens, "api-tokens", "", "tblimit.v1 calls need a bearer token this YAML file allows (reloaded when it changes, and on SIGHUP) [env]")
+	fl.BoolVar(&opts.APIInsecure, "api-insecure", false, "serve tblimit.v1 without --api-tokens on listeners that are not loopback: open to anyone who reaches them [env]")
 	fl.BoolVar(&opts.ResponseHeaders, "response-headers", false, "add the RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10) to every response [env]")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
@@ -156,8 +170,33 @@ func (o *serveOptions) validate() error {
 		return cmdutil.Usagef("--log-format %q: want text or json", o.LogFormat)
 	case !knownLevel(o.LogLevel):
 		return cmdutil.Usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	case (o.APITokens != "" || o.APIInsecure) && !o.API:
+		return cmdutil.Usagef("--api-tokens and --api-insecure need --api")
+	}
+	if o.API && o.APITokens == "" && !o.APIInsecure {
+		for _, l := range []struct{ flag, addr string }{{"--grpc-addr", o.GRPCAddr}, {"--http-addr", o.HTTPAddr}} {
+			if l.addr != "" && !loopback(l.addr) {
+				return cmdutil.Usagef("--api without --api-tokens serves tblimit.v1, which moves money, open to anyone: %s %s is not loopback; "+
+					"give --api-tokens FILE (docs/api.md#authorization), or --api-insecure to serve it open there", l.flag, l.addr)
+			}
+		}
 	}
 	return nil
+}
+
+// loopback reports whether a listener's address is on loopback only:
+// 127.0.0.1:x (any of 127/8), [::1]:x or localhost:x; not :x, 0.0.0.0:x,
+// [::]:x (every interface) or any other host.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func serveRun(ctx context.Context, opts *serveOptions) error {
@@ -209,15 +248,32 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err := svc.Load(ctx, cfg); err != nil {
 		return err
 	}
-	sv := ratelimit.ServerOptions{TLS: tlsCfg}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sv := ratelimit.ServerOptions{TLS: tlsCfg, Registry: reg}
+	var tokens *api.Tokens
 	if opts.API {
-		sv.Register = api.New(c).Register
+		var aopts []api.Option
+		if opts.APITokens != "" {
+			if tokens, err = api.LoadTokens(opts.APITokens); err != nil {
+				return err
+			}
+			reg.MustRegister(tokens)
+			aopts = append(aopts, api.Authorize(func(ctx context.Context, call api.Call) error {
+				err := tokens.Authorize(ctx, call)
+				if err != nil {
+					log.Debug("API call refused", "method", call.Method, "err", err)
+				}
+				return err
+			}))
+		}
+		sv.Register = api.New(c, aopts...).Register
 	}
 	srv, err := ratelimit.NewServer(svc, tr.Server(sv))
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, opts, log, svc, srv)
+	return serveOn(ctx, opts, log, svc, srv, tokens)
 }
 
 // newLogger returns serve's log, written to w in format (text, or json:
@@ -248,7 +304,7 @@ func (n noticeLog) Write(p []byte) (int, error) {
 }
 
 // serveOn listens, serves until ctx ends, and drains.
-func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *ratelimit.Service, srv *ratelimit.Server) error {
+func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *ratelimit.Service, srv *ratelimit.Server, tokens *api.Tokens) error {
 	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
 	if err != nil {
 		return err
@@ -271,6 +327,11 @@ func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *rat
 		}
 		log.Info("configuration reloaded", "config", opts.Config)
 	})
+	if tokens != nil {
+		reloadTokens, stopReloadTokens := opts.Reload()
+		defer stopReloadTokens()
+		go watchTokens(watchCtx, log, tokens, opts.APITokens, opts.ReloadInterval, reloadTokens)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(grpcLn, httpLn) }()
 	ga, ha := addr(grpcLn), addr(httpLn)
@@ -316,6 +377,32 @@ func addr(ln net.Listener) string {
 		return ""
 	}
 	return ln.Addr().String()
+}
+
+// watchTokens keeps the API's tokens those of their file: it reads the
+// file every interval, and at once whenever reload receives (SIGHUP). A
+// file refused leaves the last good tokens in force. It returns when ctx
+// is done.
+func watchTokens(ctx context.Context, log *slog.Logger, tokens *api.Tokens, path string, interval time.Duration, reload <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		forced := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-reload:
+			forced = true
+		}
+		changed, err := tokens.Reload(forced)
+		switch {
+		case err != nil:
+			log.Error("API tokens refused; the last good ones stay in force", "err", err)
+		case changed:
+			log.Info("API tokens reloaded", "tokens", path, "count", tokens.Len())
+		}
+	}
 }
 
 // sighup delivers SIGHUP until stopped.

@@ -37,6 +37,22 @@ func TestServeFlags(t *testing.T) {
 			})},
 		{Args: []string{"--config", "d", "--log-format", "json", "--log-level", "warn"},
 			Want: with(func(o *serveOptions) { o.Config, o.LogFormat, o.LogLevel = "d", "json", "warn" })},
+		{Args: []string{"--config", "d", "--api", "--api-tokens", "t.yaml", "--http-addr", "0.0.0.0:8080", "--grpc-addr", ":8081"},
+			Want: with(func(o *serveOptions) {
+				o.Config, o.API, o.APITokens, o.HTTPAddr, o.GRPCAddr = "d", true, "t.yaml", "0.0.0.0:8080", ":8081"
+			})},
+		{Args: []string{"--config", "d", "--api", "--api-insecure", "--http-addr", "10.0.0.1:8080"},
+			Want: with(func(o *serveOptions) { o.Config, o.API, o.APIInsecure, o.HTTPAddr = "d", true, true, "10.0.0.1:8080" })},
+		{Args: []string{"--config", "d", "--api", "--http-addr", "[::1]:8080", "--grpc-addr", "localhost:8081"},
+			Want: with(func(o *serveOptions) {
+				o.Config, o.API, o.HTTPAddr, o.GRPCAddr = "d", true, "[::1]:8080", "localhost:8081"
+			})},
+		{Args: []string{"--config", "d", "--http-addr", "0.0.0.0:8080"}, Want: with(func(o *serveOptions) { o.Config, o.HTTPAddr = "d", "0.0.0.0:8080" })},
+		{Args: []string{"--config", "d", "--api", "--http-addr", "0.0.0.0:8080"}, Err: "--http-addr 0.0.0.0:8080 is not loopback; give --api-tokens FILE"},
+		{Args: []string{"--config", "d", "--api", "--grpc-addr", ":8081"}, Err: "--grpc-addr :8081 is not loopback"},
+		{Args: []string{"--config", "d", "--api", "--grpc-addr", "[::]:8081"}, Err: "--grpc-addr [::]:8081 is not loopback"},
+		{Args: []string{"--config", "d", "--api", "--http-addr", "tblimit.internal:8080"}, Err: "--http-addr tblimit.internal:8080 is not loopback"},
+		{Args: []string{"--config", "d", "--api-tokens", "t.yaml"}, Err: "--api-tokens and --api-insecure need --api"},
 		{Args: []string{}, Err: "--config is required"},
 		{Args: []string{"--config", "d", "--log-format", "logfmt"}, Err: `--log-format "logfmt": want text or json`},
 		{Args: []string{"--config", "d", "--log-level", "WARN"}, Err: `--log-level "WARN": want debug, info, warn or error`},
@@ -60,6 +76,18 @@ func TestServeFlags(t *testing.T) {
 	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
 		{Args: []string{"--config", "d"}, Err: `--log-level "verbose": want debug, info, warn or error`},
 	})
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "127.0.0.2:0": true, "[::1]:8081": true, "localhost:8080": true, "LOCALHOST:1": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.1.2.3:80": false, "example.com:80": false, "[::ffff:127.0.0.1]:1": true,
+		"127.0.0.1": false, "": false,
+	} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
 }
 
 // --check-config prints a configuration as GET /rlconfig shows it once
