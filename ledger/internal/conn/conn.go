@@ -237,12 +237,18 @@ func Unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, 
 // refusals: embedded.ErrRefused).
 type unapplied interface{ Unavailable() bool }
 
-func tbError(err error) error {
+// isUnapplied reports whether err says it was not applied (unapplied). Apart
+// from tbError, so that a call answered without an error allocates nothing.
+func isUnapplied(err error) bool {
 	var u unapplied
+	return errors.As(err, &u) && u.Unavailable()
+}
+
+func tbError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &u) && u.Unavailable():
+	case isUnapplied(err):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, tb.ErrTooMuchData):
 		return fmt.Errorf("%w: %w", ErrTooMany, err)
