@@ -267,9 +267,11 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	}
 	real, closeReal := realContenders(getServer, tbNotRun)
 	serve, closeServe := serveContenders(cfg.Window, getServer, tbNotRun)
+	apiRows, closeAPI := apiContenders(cfg.Window, getServer, tbNotRun)
 	defer func() {
 		closeReal()
 		closeServe()
+		closeAPI()
 		if srv != nil {
 			if err := srv.Stop(); err != nil {
 				fmt.Fprintln(log, "bench: stopping tigerbeetle:", err)
@@ -290,9 +292,10 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	all = append(all, twoLimitContenders(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool)...)
 	all = append(all, serve...)
 	all = append(all, gubernatorRow())
+	all = append(all, apiRows...)
 	var contenders []*contender
 	for _, c := range all {
-		if len(cfg.Only) == 0 || slices.Contains(cfg.Only, c.name) {
+		if len(cfg.Only) == 0 && !c.onlyNamed || slices.Contains(cfg.Only, c.name) {
 			contenders = append(contenders, c)
 		}
 	}
@@ -336,6 +339,9 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 					c := contenders[k]
 					if c.limits != nil && w.name != "zipf" {
 						continue // the rows of two limits per key run on the Zipf mix only
+					}
+					if c.warmOnly && w.arrivals() {
+						continue
 					}
 					id++
 					if c.shared && c.notRun == "" && cfg.MaxTime >= cfg.Window && !sharedEnd.IsZero() {
