@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -93,19 +94,19 @@ func apiContenders(window time.Duration, srv func() (*server, error), tbNotRun s
 	apiPay := func(ctx context.Context, lc *ledger.Client, c cell) (*instance, error) {
 		return apiPaySetup(ctx, lc, unit, c)
 	}
-	rows := []*contender{
-		onEngine(apiEmbeddedName, "", nil, acquire),
-		onEngine(payEmbeddedName, "", nil, paySetup),
-		onEngine(apiPayEmbeddedName, "", nil, apiPay),
-		onEngine(apiTBName, tbNotRun, get, acquire),
-		onEngine(payTBName, tbNotRun, get, paySetup),
-		onEngine(apiPayTBName, tbNotRun, get, apiPay),
+	// The API is served as the serve rows are: where the window is a whole
+	// Envoy unit. The pay rows need what only the warm workloads provision.
+	pay := func(c *contender) *contender {
+		c.warmOnly = true
+		return c
 	}
-	for _, c := range rows {
-		if c.notRun == "" && c.name != payEmbeddedName && c.name != payTBName {
-			c.notRun = notRun
-		}
-		c.warmOnly = strings.Contains(c.name, "pay/")
+	rows := []*contender{
+		onEngine(apiEmbeddedName, notRun, nil, acquire),
+		pay(onEngine(payEmbeddedName, "", nil, paySetup)),
+		pay(onEngine(apiPayEmbeddedName, notRun, nil, apiPay)),
+		onEngine(apiTBName, cmp.Or(tbNotRun, notRun), get, acquire),
+		pay(onEngine(payTBName, tbNotRun, get, paySetup)),
+		pay(onEngine(apiPayTBName, cmp.Or(tbNotRun, notRun), get, apiPay)),
 	}
 	closeAll := func() {
 		mu.Lock()
