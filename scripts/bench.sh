@@ -60,8 +60,8 @@ Three sets of cells, all by default:
              callers, warm hot and zipf cells as the standard set's, on the embedded
              engine and the real server: Acquire against the recipe in process and
              against ShouldRateLimit; Pay (a request ID each) against
-             ledger.Client.Pay in process. Only when named; about 8 minutes (3 rounds,
-             embedded engine), 3 with -rounds 1, more with a real server:
+             ledger.Client.Pay in process. Only when named; about 6 minutes (3 rounds,
+             no real server), 7 with a real server and -rounds 1:
              bench/results/api.txt, api.json, api.png, api-transfers.png
 All report transfers per admitted decision (tr/adm), requests and accounts created per
 decision (req/dec, acc/dec), and the real-server targets on the real-server and modelled
