@@ -128,7 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.RedisNotRun, "redis-not-run", "", "reason to show when there is no Redis")
 	fs.IntVar(&cfg.RedisPool, "redis-pool", 0, "go-redis pool size: 0 go-redis's default (10 per CPU), -1 one connection per caller")
 	fs.StringVar(&cfg.Rev, "rev", "", "the tblimit revision measured, for the report (scripts/bench.sh passes git describe)")
-	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all)")
+	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all but the API set's,\n"+
+		"tblimit api/*, tblimit pay/* and tblimit api pay/*, which run only when named here)")
 	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json, bench.png and bench-transfers.png (sustained.* with -sustained)")
 	fs.StringVar(&cfg.Name, "name", "", "base name of the output files (default bench, or sustained with -sustained)")
 	memory := fs.Bool("memory", true, "probe the memory per active key of some rows after their first zipf cell")
