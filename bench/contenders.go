@@ -28,6 +28,12 @@ type contender struct {
 	// workload's one (the rows of two limits per key, which run on the Zipf mix
 	// only).
 	limits []limitSpec
+	// onlyNamed rows run only when -contenders names them (the API rows:
+	// scripts/bench.sh --api).
+	onlyNamed bool
+	// warmOnly rows run on the warm workloads only (hot, zipf): not on the
+	// arrivals, whose keys nothing provisions.
+	warmOnly bool
 	// setup builds a fresh limiter for one cell, with every key known
 	// (provisioned, created) before the clock starts on the warm workloads
 	// (hot, zipf), and nothing at all for any key on the arrivals (churn,

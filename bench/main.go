@@ -128,7 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.RedisNotRun, "redis-not-run", "", "reason to show when there is no Redis")
 	fs.IntVar(&cfg.RedisPool, "redis-pool", 0, "go-redis pool size: 0 go-redis's default (10 per CPU), -1 one connection per caller")
 	fs.StringVar(&cfg.Rev, "rev", "", "the tblimit revision measured, for the report (scripts/bench.sh passes git describe)")
-	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all)")
+	only := fs.String("contenders", "", "run only these contenders (comma-separated names; default all but the API set's,\n"+
+		"tblimit api/*, tblimit pay/* and tblimit api pay/*, which run only when named here)")
 	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json, bench.png and bench-transfers.png (sustained.* with -sustained)")
 	fs.StringVar(&cfg.Name, "name", "", "base name of the output files (default bench, or sustained with -sustained)")
 	memory := fs.Bool("memory", true, "probe the memory per active key of some rows after their first zipf cell")
@@ -267,9 +268,11 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	}
 	real, closeReal := realContenders(getServer, tbNotRun)
 	serve, closeServe := serveContenders(cfg.Window, getServer, tbNotRun)
+	apiRows, closeAPI := apiContenders(cfg.Window, getServer, tbNotRun)
 	defer func() {
 		closeReal()
 		closeServe()
+		closeAPI()
 		if srv != nil {
 			if err := srv.Stop(); err != nil {
 				fmt.Fprintln(log, "bench: stopping tigerbeetle:", err)
@@ -290,9 +293,10 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	all = append(all, twoLimitContenders(cfg.Redis, cfg.RedisNotRun, cfg.RedisPool)...)
 	all = append(all, serve...)
 	all = append(all, gubernatorRow())
+	all = append(all, apiRows...)
 	var contenders []*contender
 	for _, c := range all {
-		if len(cfg.Only) == 0 || slices.Contains(cfg.Only, c.name) {
+		if len(cfg.Only) == 0 && !c.onlyNamed || slices.Contains(cfg.Only, c.name) {
 			contenders = append(contenders, c)
 		}
 	}
@@ -336,6 +340,9 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 					c := contenders[k]
 					if c.limits != nil && w.name != "zipf" {
 						continue // the rows of two limits per key run on the Zipf mix only
+					}
+					if c.warmOnly && w.arrivals() {
+						continue
 					}
 					id++
 					if c.shared && c.notRun == "" && cfg.MaxTime >= cfg.Window && !sharedEnd.IsZero() {

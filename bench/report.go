@@ -426,6 +426,7 @@ func (rep *report) finish() {
 		{"tblimit/modelled" + twoLimitsSuffix, "redis_rate" + twoLimitsSuffix},
 	}
 	pairs = append(pairs, servePairs()...)
+	pairs = append(pairs, apiPairs()...)
 	for _, r := range rep.Results {
 		for _, p := range pairs {
 			if r.Contender != p[0] || !r.ran() {
@@ -766,11 +767,13 @@ req/dec, acc/dec: requests (calls of a ledger.Client or of the raw client on a r
   same source as tr/adm.
 tblimit÷: tblimit's decisions/s over this row's (the median of the per-round ratios), from
   tblimit/tigerbeetle for the rows on a real server, tblimit/modelled for the rows on the model
-  of one (ledger/simnet, RealServer0179), tblimit/embedded for the others.`)
+  of one (ledger/simnet, RealServer0179), tblimit/embedded for the others; for the pay rows,
+  tblimit pay/<engine> (ledger.Client.Pay in process).`)
 	rep.transfersText(w)
 	rep.arrivalsText(w)
 	rep.twoLimitsText(w)
 	rep.serveText(w)
+	rep.apiText(w)
 	rep.memoryText(w)
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range rep.Targets {
@@ -866,6 +869,9 @@ func (rep *report) ratioText(r *result) string {
 	}
 	if strings.HasSuffix(r.Contender, twoLimitsSuffix) {
 		base += twoLimitsSuffix
+	}
+	if strings.Contains(r.Contender, " pay/") {
+		base = strings.Replace(base, "tblimit/", "tblimit pay/", 1) // a payment's baseline is a payment
 	}
 	b := rep.find(r.Workload, r.Callers, base)
 	if b == nil || r.DecisionsPerSec == 0 {

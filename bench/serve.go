@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -201,14 +202,48 @@ func serveJournal(name, dir string, unit ratelimit.TimeUnit, notRun string) *con
 	})
 }
 
-// serveSetup serves a ratelimit.Service on lc for cell c: one rule of the
-// workload's limit per unit on a domain of the cell's own, every key of
-// the cell provisioned on its resource (a warm workload; on the arrivals,
-// none: the rule's resource is Lazy, each key is provisioned by its first
-// decision), a gRPC server on a free loopback port and one connection to
-// it, made before the clock starts. Its close
-// stops the server; lc's engine is the caller's to close.
+// serveSetup serves a ratelimit.Service on lc for cell c (serveOn) and
+// asks it by Envoy's protocol: one ShouldRateLimit of one descriptor per
+// decision. Its close stops the server; lc's engine is the caller's to close.
 func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.TimeUnit, c cell) (*instance, error) {
+	s, err := serveOn(ctx, lc, unit, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	client := rls.NewRateLimitServiceClient(s.conn)
+	keys, domain := c.keys, s.domain
+	return &instance{
+		allow: func(ctx context.Context, k int) (bool, error) {
+			// A new request per decision, as a gateway builds one per request.
+			resp, err := client.ShouldRateLimit(ctx, &rls.RateLimitRequest{Domain: domain,
+				Descriptors: []*rlcommon.RateLimitDescriptor{{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: serveDescriptor, Value: keys[k]}}}}})
+			if err != nil {
+				return false, err
+			}
+			return resp.GetOverallCode() == rls.RateLimitResponse_OK, nil
+		},
+		clientOps: func() map[string]opCount { return ledgerOps(lc.Stats()) },
+		close:     s.close,
+	}, nil
+}
+
+// served is a ratelimit server of one cell and a connection to it.
+type served struct {
+	domain string
+	res    ledger.Resource // the resource of the configuration's one rule
+	conn   *grpc.ClientConn
+	close  func() // closes conn, then stops the server
+}
+
+// serveOn serves a ratelimit.Service on lc for cell c, as tblimit serve
+// does: one rule of the workload's limit per unit on a domain of the
+// cell's own, every key of the cell provisioned on its resource (a warm
+// workload; on the arrivals, none: the rule's resource is Lazy, each key
+// is provisioned by its first decision), a gRPC server on a free loopback
+// port (with register's services beside Envoy's, when it is not nil, as
+// tblimit serve --api registers tblimit.v1) and one connection to it, made
+// before the clock starts.
+func serveOn(ctx context.Context, lc *ledger.Client, unit ratelimit.TimeUnit, c cell, register func(grpc.ServiceRegistrar, *http.ServeMux)) (*served, error) {
 	domain := fmt.Sprintf("bench-c%d", c.id)
 	src := fmt.Sprintf("domain: %s\ndescriptors:\n  - key: %s\n    rate_limit:\n      unit: %s\n      requests_per_unit: %d\n",
 		domain, serveDescriptor, unit, c.w.limit)
@@ -236,7 +271,7 @@ func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.TimeUnit,
 			return nil, fmt.Errorf("provision %d users: %w", len(users), err)
 		}
 	}
-	srv, err := ratelimit.NewServer(svc, ratelimit.ServerOptions{})
+	srv, err := ratelimit.NewServer(svc, ratelimit.ServerOptions{Register: register})
 	if err != nil {
 		return nil, err
 	}
@@ -244,37 +279,23 @@ func serveSetup(ctx context.Context, lc *ledger.Client, unit ratelimit.TimeUnit,
 	if err != nil {
 		return nil, err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln, nil) }()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln, nil) }()
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
-		<-served
+		<-done
 	}
 	conn, err := dialLoopback(ctx, ln.Addr().String())
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	client := rls.NewRateLimitServiceClient(conn)
-	keys := c.keys
-	return &instance{
-		allow: func(ctx context.Context, k int) (bool, error) {
-			// A new request per decision, as a gateway builds one per request.
-			resp, err := client.ShouldRateLimit(ctx, &rls.RateLimitRequest{Domain: domain,
-				Descriptors: []*rlcommon.RateLimitDescriptor{{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: serveDescriptor, Value: keys[k]}}}}})
-			if err != nil {
-				return false, err
-			}
-			return resp.GetOverallCode() == rls.RateLimitResponse_OK, nil
-		},
-		clientOps: func() map[string]opCount { return ledgerOps(lc.Stats()) },
-		close: func() {
-			conn.Close()
-			stop()
-		},
-	}, nil
+	return &served{domain: domain, res: res, conn: conn, close: func() {
+		conn.Close()
+		stop()
+	}}, nil
 }
 
 // dialLoopback returns a plain-text gRPC connection to addr, connected.

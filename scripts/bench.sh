@@ -9,7 +9,7 @@ readonly ROOT
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--quick] [--standard] [--sustained] [--arrivals] [HARNESS FLAGS...]
+Usage: $PROG [--quick] [--standard] [--sustained] [--arrivals] [--api] [HARNESS FLAGS...]
 
 Runs the benchmark harness in bench/ against:
   - tblimit on the embedded engine (default client, WithCoalescing, WithLeases),
@@ -55,6 +55,14 @@ Three sets of cells, all by default:
              its zipf cell:
              bench/results/arrivals.txt, arrivals.json, arrivals.png,
              arrivals-transfers.png
+  api        tblimit.v1, tblimit's own API, as tblimit serve --api serves it (beside
+             Envoy's protocol, over loopback gRPC, the generated client), at 16 and 256
+             callers, warm hot and zipf cells as the standard set's, on the embedded
+             engine and the real server: Acquire against the recipe in process and
+             against ShouldRateLimit; Pay (a request ID each) against
+             ledger.Client.Pay in process. Only when named; about 6 minutes (3 rounds,
+             no real server), 7 with a real server and -rounds 1:
+             bench/results/api.txt, api.json, api.png, api-transfers.png
 All report transfers per admitted decision (tr/adm), requests and accounts created per
 decision (req/dec, acc/dec), and the real-server targets on the real-server and modelled
 rows (judged on the warm cells: hot, zipf).
@@ -65,7 +73,8 @@ Options:
   --standard   run the standard cells
   --sustained  run the sustained cells
   --arrivals   run the arrivals cells
-               (any of the three: only the sets named run; none: all three)
+  --api        run the API cells
+               (any of the four: only the sets named run; none: the first three)
   -h, --help   print this help, then the harness's flags, and exit
 Any other flag goes to the harness, for every set run (e.g. -callers 16,256 -workloads
 hot -decisions 5000000 -max-time 20s -window 60s -out DIR), after the set's own flags, so
@@ -81,6 +90,13 @@ ARRIVALS_CONTENDERS="tblimit/embedded,tblimit/modelled,tblimit/tigerbeetle,raw e
 raw client/tigerbeetle,tblimit serve/embedded,tblimit serve/modelled,tblimit serve/tigerbeetle,\
 tblimit serve/journal,tblimit serve/journal on tmpfs,redis_rate,gubernator,x/time/rate"
 readonly ARRIVALS_CONTENDERS
+
+# The rows of the API set: Acquire and Pay over tblimit.v1, and their baselines of the same
+# run (the recipe and Pay in process, ShouldRateLimit), on each engine.
+API_CONTENDERS="tblimit/embedded,tblimit serve/embedded,tblimit api/embedded,tblimit pay/embedded,\
+tblimit api pay/embedded,tblimit/tigerbeetle,tblimit serve/tigerbeetle,tblimit api/tigerbeetle,\
+tblimit pay/tigerbeetle,tblimit api pay/tigerbeetle"
+readonly API_CONTENDERS
 
 die() {
 	printf '%s: %s\n' "$PROG" "$*" >&2
@@ -172,17 +188,18 @@ cleanup() {
 }
 
 main() {
-	local args=() help=0 standard=0 sustained=0 arrivals=0
+	local args=() help=0 standard=0 sustained=0 arrivals=0 api=0
 	for a in "$@"; do
 		case "$a" in
 		-h | --help | -help) help=1 ;;
 		--standard) standard=1 ;;
 		--sustained) sustained=1 ;;
 		--arrivals) arrivals=1 ;;
+		--api) api=1 ;;
 		*) args+=("$a") ;;
 		esac
 	done
-	if [[ $standard == 0 && $sustained == 0 && $arrivals == 0 ]]; then
+	if [[ $standard == 0 && $sustained == 0 && $arrivals == 0 && $api == 0 ]]; then
 		standard=1 sustained=1 arrivals=1
 	fi
 	command -v go >/dev/null 2>&1 || die "go is not installed"
@@ -229,6 +246,11 @@ main() {
 		log "arrivals cells (keys first seen in the cell, nothing provisioned): bench/results/arrivals.*"
 		"$BUILD_DIR/bench" "${common[@]}" -name arrivals -workloads zipf,churn,fresh -memory=false \
 			-contenders "$ARRIVALS_CONTENDERS" ${args[@]+"${args[@]}"} || status=$?
+	fi
+	if [[ $api == 1 ]]; then
+		log "API cells (tblimit.v1 against the library and ShouldRateLimit): bench/results/api.*"
+		"$BUILD_DIR/bench" "${common[@]}" -name api -callers 16,256 -memory=false \
+			-contenders "$API_CONTENDERS" ${args[@]+"${args[@]}"} || status=$?
 	fi
 	return "$status"
 }
