@@ -176,7 +176,7 @@ func parseTokens(file string, src []byte) (*tokenTable, error) {
 		return fmt.Errorf("%w %s, line %d: %s", ErrTokenFile, file, n.Line, fmt.Sprintf(format, args...))
 	}
 	if len(doc.Content) == 0 {
-		return nil, fmt.Errorf("%w %s: empty: want a list under tokens:", ErrTokenFile, file)
+		return nil, fmt.Errorf("%w %s: empty: want a list of tokens under the key tokens", ErrTokenFile, file)
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {

@@ -142,7 +142,7 @@ func TestCallAndRequestSpans(t *testing.T) {
 		t.Errorf("%s: kind %v, want server", call.Name, call.SpanKind)
 	}
 	for key, want := range map[string]string{"ratelimit.domain": "edge", "ratelimit.descriptors": "1", "ratelimit.overall_code": "OK"} {
-		if got := attr(call, key).Emit(); got != want {
+		if got := attr(call, key).String(); got != want {
 			t.Errorf("%s: %s = %q, want %q", call.Name, key, got, want)
 		}
 	}
@@ -152,7 +152,7 @@ func TestCallAndRequestSpans(t *testing.T) {
 			create.SpanContext.TraceID(), create.Parent.SpanID(), call.SpanContext.TraceID(), call.SpanContext.SpanID())
 	}
 	for key, want := range map[string]string{"db.system.name": "tigerbeetle", "db.operation.name": "create_transfers", "tblimit.calls": "1"} {
-		if got := attr(create, key).Emit(); got != want {
+		if got := attr(create, key).String(); got != want {
 			t.Errorf("%s: %s = %q, want %q", create.Name, key, got, want)
 		}
 	}
@@ -161,8 +161,8 @@ func TestCallAndRequestSpans(t *testing.T) {
 	}
 	for _, sp := range s.spans.GetSpans() {
 		for _, kv := range sp.Attributes {
-			if strings.Contains(kv.Value.Emit(), "10.0.0.1") {
-				t.Errorf("%s: %s = %q: a descriptor's value", sp.Name, kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), "10.0.0.1") {
+				t.Errorf("%s: %s = %q: a descriptor's value", sp.Name, kv.Key, kv.Value.String())
 			}
 		}
 	}
@@ -200,7 +200,7 @@ func TestContinuesTraceparent(t *testing.T) {
 	}
 	call := s.span(t, "POST /json")
 	checkContinues(t, call)
-	if got := attr(call, "ratelimit.domain").Emit(); got != "edge" {
+	if got := attr(call, "ratelimit.domain").String(); got != "edge" {
 		t.Errorf("POST /json: ratelimit.domain = %q, want edge", got)
 	}
 	create := s.span(t, "tigerbeetle create_transfers")
