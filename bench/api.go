@@ -69,25 +69,7 @@ func apiContenders(window time.Duration, srv func() (*server, error), tbNotRun s
 	if !ok {
 		notRun = fmt.Sprintf("the window %v is no whole Envoy unit (second, minute, hour, day, week...)", window)
 	}
-	var mu sync.Mutex
-	clients := map[string]*countingClient{}
-	get := func(name string) (*countingClient, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c := clients[name]; c != nil {
-			return c, nil
-		}
-		s, err := srv()
-		if err != nil {
-			return nil, err
-		}
-		c, err := s.client()
-		if err != nil {
-			return nil, err
-		}
-		clients[name] = c
-		return c, nil
-	}
+	get, closeAll := clientsOf(srv)
 	acquire := func(ctx context.Context, lc *ledger.Client, c cell) (*instance, error) {
 		return apiAcquireSetup(ctx, lc, unit, c)
 	}
@@ -107,13 +89,6 @@ func apiContenders(window time.Duration, srv func() (*server, error), tbNotRun s
 		onEngine(apiTBName, cmp.Or(tbNotRun, notRun), get, acquire),
 		pay(onEngine(payTBName, tbNotRun, get, paySetup)),
 		pay(onEngine(apiPayTBName, cmp.Or(tbNotRun, notRun), get, apiPay)),
-	}
-	closeAll := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range clients {
-			c.Close()
-		}
 	}
 	return rows, closeAll
 }

@@ -76,25 +76,7 @@ func realContenders(srv func() (*server, error), notRun string) ([]*contender, f
 	tbll := &contender{name: "tblimit/tigerbeetle+leases", semantics: slidingBound, notRun: notRun, shared: true,
 		leaseLifetime: leaseLifetime}
 	raw := &contender{name: "raw client/tigerbeetle", semantics: slidingLog, notRun: notRun, shared: true}
-	var mu sync.Mutex
-	clients := map[string]*countingClient{}
-	get := func(name string) (*countingClient, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c := clients[name]; c != nil {
-			return c, nil
-		}
-		s, err := srv()
-		if err != nil {
-			return nil, err
-		}
-		c, err := s.client()
-		if err != nil {
-			return nil, err
-		}
-		clients[name] = c
-		return c, nil
-	}
+	get, closeAll := clientsOf(srv)
 	tblimitOn := func(name string, n int, opts ...ledger.Option) func(ctx context.Context, c cell) (*instance, error) {
 		return func(ctx context.Context, c cell) (*instance, error) {
 			tc, err := get(name)
@@ -125,14 +107,39 @@ func realContenders(srv func() (*server, error), notRun string) ([]*contender, f
 		inst.ops = tc.ops
 		return inst, nil
 	}
-	closeAll := func() {
+	return []*contender{tbl, tblc, tbll, raw}, closeAll
+}
+
+// clientsOf returns get, which returns the client of srv's server named
+// name, opening it the first time, and closeAll, which closes them all.
+func clientsOf(srv func() (*server, error)) (get func(name string) (*countingClient, error), closeAll func()) {
+	var mu sync.Mutex
+	clients := map[string]*countingClient{}
+	get = func(name string) (*countingClient, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c := clients[name]; c != nil {
+			return c, nil
+		}
+		s, err := srv()
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.client()
+		if err != nil {
+			return nil, err
+		}
+		clients[name] = c
+		return c, nil
+	}
+	closeAll = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, c := range clients {
 			c.Close()
 		}
 	}
-	return []*contender{tbl, tblc, tbll, raw}, closeAll
+	return get, closeAll
 }
 
 // cellLedger gives each cell and contender its own ledger on the shared server.
