@@ -63,7 +63,7 @@ func newEngineGuard(f *embedded.File, bound uint64, warn func(string)) *engineGu
 // check warns of what changed since the last check, and refuses or takes
 // create requests.
 func (g *engineGuard) check() {
-	if start := g.startTime(g.f.Size()); start > slowStart && !g.slow {
+	if start := replayTime(g.f.Size(), g.rate); start > slowStart && !g.slow {
 		g.slow = true
 		g.warn(fmt.Sprintf("the journal %s holds %s: the next start would take about %s to replay it; %s",
 			g.f.Path(), formatBytes(uint64(g.f.Size())), start.Round(time.Second), useCluster))
@@ -97,9 +97,10 @@ func (g *engineGuard) check() {
 	g.warned = level
 }
 
-// startTime is how long a start replaying size bytes of journal takes.
-func (g *engineGuard) startTime(size int64) time.Duration {
-	return time.Duration(float64(size) / g.rate * float64(time.Second))
+// replayTime is how long a start replaying size bytes of journal takes at
+// rate bytes a second.
+func replayTime(size int64, rate float64) time.Duration {
+	return time.Duration(float64(size) / rate * float64(time.Second))
 }
 
 // run checks every interval until stop is closed.

@@ -185,9 +185,9 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 		eopts = append(eopts, embedded.WithClock(clock))
 	}
 	warn := warnTo(stderr)
-	if st, err := os.Stat(path); err == nil && time.Duration(float64(st.Size())/replayRate*float64(time.Second)) > 10*time.Second {
+	if st, err := os.Stat(path); err == nil && replayTime(st.Size(), replayRate) > 10*time.Second {
 		fmt.Fprintf(stderr, "tblimit: notice: replaying the journal %s (%s): about %s\n", path, formatBytes(uint64(st.Size())),
-			time.Duration(float64(st.Size())/replayRate*float64(time.Second)).Round(time.Second))
+			replayTime(st.Size(), replayRate).Round(time.Second))
 	}
 	f, err := embedded.Open(path, eopts...)
 	switch {
