@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes/ratelimit"
 	"github.com/tblimit/tblimit/testenv"
@@ -78,7 +79,7 @@ func serveKilledUnderLoad(t *testing.T, keyOf func(rng *rand.Rand, caller, n int
 	const limit, callers = 20, 64
 	domain := fmt.Sprintf("kill-%08x", rand.Uint32())
 	config := filepath.Join(t.TempDir(), "rl.yaml")
-	writeFile(t, config, fmt.Sprintf("domain: %s\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: %d}\n", domain, limit))
+	cmdtest.WriteFile(t, config, fmt.Sprintf("domain: %s\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: %d}\n", domain, limit))
 
 	addr, first := serveProcess(t, config, srv.Addresses)
 	var current atomic.Pointer[ratelimit.Client]

@@ -1,18 +1,16 @@
 package root
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/recipes/ratelimit"
 )
@@ -21,47 +19,16 @@ func TestServeCheckConfig(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
-	writeFile(t, good, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
+	cmdtest.WriteFile(t, good, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
 	if out := e.ok("serve", "--check-config", good); !regexp.MustCompile(`api\.user: unit=minute requests_per_unit=10 resource=rl[a-z2-7]{10} ledger=\d+ \(` + regexp.QuoteMeta(good) + `:4\)`).MatchString(out) {
 		t.Errorf("serve --check-config good = %q, want the rule and its line", out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
-	writeFile(t, bad, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: ten}\n")
+	cmdtest.WriteFile(t, bad, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: ten}\n")
 	r := e.code(cmdutil.ExitUsage, "serve", "--check-config", bad)
 	if want := bad + ":4: requests_per_unit"; !strings.Contains(r.stderr, want) {
 		t.Errorf("serve --check-config bad: stderr %q, want %q", r.stderr, want)
 	}
-}
-
-func writeFile(t *testing.T, path, s string) {
-	t.Helper()
-	// Written aside and renamed, as a configuration tool would: a reader
-	// never sees half a file.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestServeEndToEnd(t *testing.T) {
@@ -69,10 +36,10 @@ func TestServeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "limits.yaml")
 	const yaml = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %s}\n"
-	writeFile(t, cfg, strings.Replace(yaml, "%s", "3", 1))
+	cmdtest.WriteFile(t, cfg, strings.Replace(yaml, "%s", "3", 1))
 
 	ctx, stop := context.WithCancel(t.Context())
-	var stderr lockedBuffer
+	var stderr cmdtest.LockedBuffer
 	exited := make(chan cmdutil.ExitCode, 1)
 	go func() {
 		f := cmdutil.NewFactory(strings.NewReader(""), io.Discard, &stderr)
@@ -118,7 +85,7 @@ func TestServeEndToEnd(t *testing.T) {
 		return string(b)
 	}
 	// Raised in the file: in force without a restart, the units in flight kept.
-	writeFile(t, cfg, strings.Replace(yaml, "%s", "5", 1))
+	cmdtest.WriteFile(t, cfg, strings.Replace(yaml, "%s", "5", 1))
 	waitUntil(t, func() bool { return strings.Contains(get("/rlconfig"), "requests_per_unit=5") }, &stderr)
 	allow(true)
 	allow(true)
@@ -131,7 +98,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// A bad file is refused, counted, and the last good one stays.
-	writeFile(t, cfg, strings.Replace(yaml, "%s", "-1", 1))
+	cmdtest.WriteFile(t, cfg, strings.Replace(yaml, "%s", "-1", 1))
 	// The error is counted before it is logged: wait for both.
 	waitUntil(t, func() bool {
 		return strings.Contains(get("/metrics"), `tblimit_ratelimit_config_loads_total{result="error"} 1`) &&
@@ -153,7 +120,7 @@ func TestServeEndToEnd(t *testing.T) {
 }
 
 // waitUntil polls cond for up to 20 s, printing out if it never holds.
-func waitUntil(t *testing.T, cond func() bool, out *lockedBuffer) {
+func waitUntil(t *testing.T, cond func() bool, out *cmdtest.LockedBuffer) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -168,7 +135,7 @@ func waitUntil(t *testing.T, cond func() bool, out *lockedBuffer) {
 func TestServePastMemoryBound(t *testing.T) {
 	e := newRealTimeEnv(t)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "limits.yaml"), "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
+	cmdtest.WriteFile(t, filepath.Join(dir, "limits.yaml"), "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
 	// Any process holds more than 64 KiB of live heap.
 	r := e.code(cmdutil.ExitError, "serve", "--config", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "", "--max-memory", "64KiB")
 	for _, want := range []string{"past its bound (--max-memory 64 KiB)", "refusing new decisions", "tblimit tigerbeetle up", "create requests refused"} {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 )
 
 // dashboard is the Grafana dashboard of the service's metrics.
@@ -33,8 +35,8 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
 `
-	writeFile(t, path, yaml)
-	var log lockedBuffer
+	cmdtest.WriteFile(t, path, yaml)
+	var log cmdtest.LockedBuffer
 	s := serveFor(t, path, &log, nil)
 	ask := func(key, value string, want int) {
 		t.Helper()
@@ -52,7 +54,7 @@ descriptors:
 	if got := s.post(`{"domain": ""}`); got != http.StatusBadRequest {
 		t.Fatalf("POST /json without a domain = %d, want 400", got)
 	}
-	writeFile(t, path, strings.Replace(yaml, "5", "five", 1))
+	cmdtest.WriteFile(t, path, strings.Replace(yaml, "5", "five", 1))
 	s.reload <- struct{}{}
 	waitFor(t, func() bool { return strings.Contains(log.String(), "configuration refused") }, &log)
 

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -226,10 +225,10 @@ func TestServeLog(t *testing.T) {
 	} {
 		t.Run(c.format+"/"+c.level, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "rl.yaml")
-			writeFile(t, path, good)
-			var log lockedBuffer
+			cmdtest.WriteFile(t, path, good)
+			var log cmdtest.LockedBuffer
 			s := serveFor(t, path, &log, func(o *serveOptions) { o.LogFormat, o.LogLevel = c.format, c.level })
-			writeFile(t, path, strings.Replace(good, "10", "ten", 1))
+			cmdtest.WriteFile(t, path, strings.Replace(good, "10", "ten", 1))
 			s.reload <- struct{}{}
 			waitFor(t, func() bool { return strings.Contains(log.String(), "configuration refused") }, &log)
 			s.stop()
@@ -281,37 +280,8 @@ func TestNoticesAreLogged(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, path, s string) {
-	t.Helper()
-	// Written aside and renamed: a reader never sees half a file.
-	if err := os.WriteFile(path+".tmp", []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitFor polls cond for up to 20 s, printing the log if it never holds.
-func waitFor(t *testing.T, cond func() bool, log *lockedBuffer) {
+func waitFor(t *testing.T, cond func() bool, log *cmdtest.LockedBuffer) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
