@@ -14,11 +14,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tblimit/tblimit/api"
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/api"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // The rows of tblimit.v1, tblimit's own API (package api), as tblimit serve

@@ -20,7 +20,7 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/ledger/simnet"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // The rows of `tblimit serve`: a ratelimit.Service (Envoy's

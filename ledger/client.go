@@ -180,7 +180,7 @@ func New(c tb.Client, opts ...Option) *Client {
 // whose session is evicted opens a new one (with backoff; Stats.Reconnects)
 // and sends the calls in flight again, by their IDs, so each counts once.
 // A fleet larger than the limits shares a few Clients through a rate limit
-// service (tblimit serve, package recipes/ratelimit).
+// service (tblimit serve, package service/ratelimit).
 func Dial(clusterID uint64, addresses []string, opts ...Option) (*Client, error) {
 	if len(addresses) == 0 {
 		return nil, fmt.Errorf("ledger: dial: no addresses")

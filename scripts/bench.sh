@@ -25,7 +25,7 @@ Runs the benchmark harness in bench/ against:
     packages if missing, started on a free loopback port without persistence, and
     stopped on exit. Without it, the redis row says why it was not run;
   - golang.org/x/time/rate, in process;
-  - tblimit serve (Envoy's RateLimitService, recipes/ratelimit) over loopback gRPC,
+  - tblimit serve (Envoy's RateLimitService, service/ratelimit) over loopback gRPC,
     on the embedded engine, the model and the real server, where the window is one
     whole Envoy unit (not in the sustained set); and gubernator v2, one daemon in
     process on loopback; the memory per 100,000 active keys of tblimit/embedded,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/internal/yamlpos"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // A YAML syntax error names the line of the fault, not the line where the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 	"github.com/tblimit/tblimit/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 func TestServeCheckConfig(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
-	"github.com/tblimit/tblimit/api"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/api"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // serveOptions are tblimit serve's: the rate limit service's flags and what it

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
-	"github.com/tblimit/tblimit/recipes/tracing"
+	"github.com/tblimit/tblimit/service/tracing"
 )
 
 // tracingFlush bounds the flush of the spans still buffered when serve

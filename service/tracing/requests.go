@@ -44,7 +44,7 @@ func NewObserver(tp trace.TracerProvider) *Observer {
 }
 
 // scope is the instrumentation scope of tblimit's spans.
-const scope = "github.com/tblimit/tblimit/recipes/tracing"
+const scope = "github.com/tblimit/tblimit/service/tracing"
 
 // ObserveRequest makes e's span, after the fact: it starts at e.Start and
 // lasts e.Took.

@@ -11,7 +11,7 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 	"github.com/tblimit/tblimit/ledger/simnet"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // Watch loads what the files say: a file that does not parse is refused

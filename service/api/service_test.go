@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/tblimit/tblimit/api"
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/simnet"
+	"github.com/tblimit/tblimit/service/api"
 	"github.com/tblimit/tblimit/testenv"
 )
 

@@ -24,7 +24,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // pki is a CA and what it signed, as PEM files in a directory.

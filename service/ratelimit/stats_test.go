@@ -15,7 +15,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/simnet"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 	"github.com/tblimit/tblimit/testenv"
 )
 

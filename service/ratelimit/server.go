@@ -56,7 +56,7 @@ type ServerOptions struct {
 	// gRPC's default).
 	MaxConcurrentStreams uint32
 	// GRPCOptions are added to the gRPC server's own: a grpc.StatsHandler
-	// that traces every call, say (package recipes/tracing).
+	// that traces every call, say (package service/tracing).
 	GRPCOptions []grpc.ServerOption
 	// WrapHTTP, when not nil, wraps the HTTP server's handler: to trace
 	// every request, say.

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
+	"github.com/tblimit/tblimit/service/ratelimit"
 )
 
 // ErrConfig is a tracing configuration (OTEL_* variables) that cannot be

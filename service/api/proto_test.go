@@ -20,7 +20,7 @@ import (
 // scripts/gen-proto.sh, without buf; scripts/gen-proto.sh --check compares
 // the generated files themselves.
 func TestGeneratedCodeMatchesProto(t *testing.T) {
-	f, err := os.Open("../proto/tblimit/v1/tblimit.proto")
+	f, err := os.Open("../../proto/tblimit/v1/tblimit.proto")
 	if err != nil {
 		t.Fatal(err)
 	}

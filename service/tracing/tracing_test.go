@@ -24,8 +24,8 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
-	"github.com/tblimit/tblimit/recipes/ratelimit"
-	"github.com/tblimit/tblimit/recipes/tracing"
+	"github.com/tblimit/tblimit/service/ratelimit"
+	"github.com/tblimit/tblimit/service/tracing"
 )
 
 const yaml = `domain: edge

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/tblimit/tblimit/api"
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service/api"
 	"github.com/tblimit/tblimit/testenv"
 )
 
