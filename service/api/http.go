@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/service"
 )
 
 // maxBody bounds a request's body.
@@ -138,31 +139,6 @@ func writeError(w http.ResponseWriter, err error) {
 	case codes.Unauthenticated:
 		w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750
 	}
-	w.WriteHeader(httpStatus(st.Code()))
+	w.WriteHeader(service.HTTPStatus(st.Code()))
 	w.Write(out)
-}
-
-// httpStatus is the HTTP status of a gRPC code.
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.InvalidArgument, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.FailedPrecondition, codes.Aborted:
-		return http.StatusConflict
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unavailable, codes.ResourceExhausted:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Canceled:
-		return http.StatusRequestTimeout
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	}
-	return http.StatusInternalServerError
 }

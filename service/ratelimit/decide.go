@@ -11,6 +11,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes"
+	"github.com/tblimit/tblimit/service"
 )
 
 // MaxDescriptors is the most descriptors one request may carry.
@@ -100,7 +101,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 		return s.answer(make([]item, len(req.GetDescriptors())), recipes.NewResult(true, ledger.Unavailable, nil)), nil
 	}
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, service.Status(err)
 	}
 	return resp, nil
 }
@@ -246,24 +247,4 @@ func (s *Service) chain(ctx context.Context, items []item) (recipes.Result, erro
 		shown = append(shown, p)
 	}
 	return recipes.NewResult(res.Allowed, res.Reason, shown), nil
-}
-
-// grpcError is the gRPC status of a decision's error: the caller's
-// mistakes are INVALID_ARGUMENT, an unanswered cluster UNAVAILABLE (or
-// DEADLINE_EXCEEDED when the caller's deadline passed).
-func grpcError(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	switch {
-	case errors.Is(err, ledger.ErrUnavailable):
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, ledger.ErrTooMany), errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidAmount):
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
 }

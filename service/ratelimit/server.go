@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -28,6 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
 )
 
 // serviceName is the gRPC service health reports on, besides "".
@@ -208,7 +208,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.svc.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		st := status.Convert(err)
-		http.Error(w, st.Message(), httpStatus(st.Code()))
+		http.Error(w, st.Message(), service.HTTPStatus(st.Code()))
 		return
 	}
 	out, err := protojson.Marshal(resp)
@@ -221,23 +221,6 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	w.Write(out)
-}
-
-// httpStatus is the HTTP status of a gRPC code.
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.InvalidArgument:
-		return http.StatusBadRequest
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.ResourceExhausted: // overloaded, not over a limit
-		return http.StatusServiceUnavailable
-	case codes.Canceled:
-		return http.StatusRequestTimeout // the caller gave up
-	}
-	return http.StatusInternalServerError
 }
 
 // serveHealth answers GET /healthcheck: 200 OK while serving, 500 once
