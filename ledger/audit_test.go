@@ -83,7 +83,7 @@ func TestAuditFollowsTheLimitOverTime(t *testing.T) {
 		if err := rv.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.SetLimit(ctx, r, "u", 4); err != nil { // raised from the 1 the commit left, then lowered
+		if err := c.SetLimit(ctx, r, "u", 4); err != nil { // raised while the commit keeps 2, then lowered
 			t.Fatal(err)
 		}
 		acquire(t, c, r, "u", 1)
@@ -94,10 +94,10 @@ func TestAuditFollowsTheLimitOverTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !a.OK() || a.Limit != 1 || a.LimitMax != 4 || a.MostInFlight != 3 {
-			t.Fatalf("Audit = %+v, want OK: 3 in flight under a limit of 3, limits from 1 to 4", a)
+		if !a.OK() || a.Limit != 1 || a.LimitMax != 4 || a.MostInFlight != 4 {
+			t.Fatalf("Audit = %+v, want OK: 4 in flight under a limit of 4, limits from 1 to 4", a)
 		}
-		// Under the limit of now (1), the same record would look 3 times over.
+		// Under the limit of now (1), the same record would look 4 times over.
 		id, err := c.Users(ctx, r)
 		if err != nil || len(id) != 1 {
 			t.Fatal(id, err)

@@ -18,9 +18,10 @@ const (
 	// Expired: the units returned by expiring, one window after they were
 	// taken, as every decision's do.
 	Expired
-	// Committed: the hold was posted, and its units never return
-	// (Reservation.Commit, or SetLimit lowering a limit while units were in
-	// flight).
+	// Committed: the hold was ended by Reservation.Commit, which keeps
+	// what it committed (Admission.Kept) until the window ends; or posted,
+	// its units never to return (SetLimit lowering a limit while units were
+	// in flight).
 	Committed
 	// Cancelled: the hold was voided and its units returned early
 	// (Reservation.Cancel, Reset, or a lease giving back what it did not use).
@@ -66,11 +67,12 @@ type Admission struct {
 	// (Committed) or void (Cancelled).
 	End   End
 	Ended time.Time
-	// Kept is set when the hold was cancelled by a give-back that kept some
-	// of its units: a lease that ended with units unused was voided, and the
-	// units it had handed out were taken again at once, linked to the void,
-	// until the lease would have expired. Kept is that second hold (its
-	// Amount the units kept, its End and Ended when they came back).
+	// Kept is set when the hold was ended and some of its units taken
+	// again at once, linked to its end, until the hold would have expired:
+	// by Reservation.Commit (End Committed: what the work used), or by a
+	// lease that ended with units unused (End Cancelled: the units it had
+	// handed out). Kept is that second hold (its Amount the units kept, its
+	// End and Ended when they came back).
 	Kept *Admission
 	// Payment is, for the hold of a money resource, the payment that was
 	// made with it (see Pay); nil for other holds.
@@ -208,8 +210,8 @@ func (s *historyScan) add(t tb.Transfer) bool {
 	switch {
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
 		e := holdEnd{end: Committed, at: t.Timestamp}
-		if flags.VoidPendingTransfer {
-			e.end = Cancelled
+		if flags.VoidPendingTransfer && fromTB(t.ID) != endID(roleCommit, fromTB(t.PendingID)) {
+			e.end = Cancelled // a Commit voids too, and holds what it keeps again
 		}
 		s.ends[t.PendingID] = e
 		if regranted(t, s.prev) {

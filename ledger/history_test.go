@@ -75,7 +75,7 @@ func TestHistoryEnds(t *testing.T) {
 			t.Fatalf("Acquire under %s = %+v, %v", id, d2, err)
 		}
 		h := history(t, c, r, "u", time.Time{}, time.Time{}, 0)
-		checkHistory(t, h, "{1 ref 8 in flight}", "{3 ref 0 cancelled}", "{1 ref 0 committed}", "{2 ref 7 in flight}")
+		checkHistory(t, h, "{1 ref 8 in flight}", "{3 ref 0 cancelled}", "{1 ref 0 committed, kept 1 in flight}", "{2 ref 7 in flight}")
 		for i, want := range []ledger.ID{id, cancelled.Decision().ID, committed.Decision().ID, d1.ID} {
 			if h[i].ID != want || h[i].Hold != want {
 				t.Errorf("History[%d] = ID %s, hold %s; want both %s", i, h[i].ID, h[i].Hold, want)
@@ -88,7 +88,7 @@ func TestHistoryEnds(t *testing.T) {
 			t.Errorf("History ends: %v after %v (want one window), cancelled at %v after %v", h[0].Ended, h[0].Taken, h[1].Ended, h[1].Taken)
 		}
 		checkHistory(t, history(t, c, r, "u", time.Time{}, time.Time{}, 2), "{1 ref 8 in flight}", "{3 ref 0 cancelled}")
-		checkHistory(t, history(t, c, r, "u", h[2].Taken, h[1].Taken, 0), "{3 ref 0 cancelled}", "{1 ref 0 committed}")
+		checkHistory(t, history(t, c, r, "u", h[2].Taken, h[1].Taken, 0), "{3 ref 0 cancelled}", "{1 ref 0 committed, kept 1 in flight}")
 		checkHistory(t, history(t, c, r, "u", h[2].Taken.Add(time.Nanosecond), h[1].Taken.Add(-time.Nanosecond), 0))
 		checkHistory(t, history(t, c, r, "u", h[0].Taken, h[3].Taken, 0))
 		checkHistory(t, history(t, c, r, "idle", time.Time{}, time.Time{}, 0))

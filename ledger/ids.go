@@ -110,6 +110,7 @@ const (
 	codeFund       = 22 // currency operator -> user
 	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see again)
 	codeCarry      = 12 // user -> operator, pending: units in flight on another resource, carried over (see Migrate)
+	codeKept       = 13 // user -> operator, pending: what a committed reservation keeps until its window ends
 )
 
 // Roles keep the derived IDs of different purposes apart.
@@ -132,6 +133,7 @@ const (
 	roleMarkerAccount
 	roleKeyName
 	roleCarry
+	roleKept
 )
 
 // derive returns a deterministic ID for (role, ledger, key): the first 16
@@ -307,6 +309,11 @@ func resolutionIDs(id ID) [3]ID {
 // roleCancel or roleLowerPost): derived, so that a retry is applied once
 // and readFlights can find it.
 func endID(role byte, hold ID) ID { return derive(role, 0, string(hold[:])) }
+
+// keptID is the ID of the hold that keeps what a commit of reservation hold
+// kept, until the reservation's window ends: derived, so that a retry of the
+// commit finds it.
+func keptID(hold ID) ID { return derive(roleKept, 0, string(hold[:])) }
 
 // provisionID is the ID of the transfer that credits user key's limit on
 // ledger: derived, so that provisioning is applied once however many

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
@@ -25,6 +26,11 @@ type Payment struct {
 	ID ID
 	// Ref is stored with both transfers (user_data_64) for the audit trail.
 	Ref uint64
+	// Timeout is, for Authorize, how long the authorization holds the
+	// money and the limit before both come back by themselves: whole
+	// seconds, at most the resource's window; 0 is the window. Pay takes
+	// none.
+	Timeout time.Duration
 }
 
 // Pay makes a payment under a money limit with one linked pair of transfers:
@@ -35,25 +41,51 @@ type Payment struct {
 // all is written to either ledger. A payment is never made when the cluster is unavailable, whatever
 // the Client's OnUnavailable.
 func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, error) {
-	if err := r.Validate(); err != nil {
+	if err := checkPayment(r, &p); err != nil {
 		return Decision{}, err
 	}
+	if p.Timeout != 0 {
+		return Decision{}, fmt.Errorf("%w: a payment made at once has no timeout (Authorize has)", ErrInvalidWindow)
+	}
+	d, _, err := c.pay(ctx, r, p, false)
+	return d, err
+}
+
+// checkPayment checks p, a payment under money resource r, and normalizes
+// its keys.
+func checkPayment(r Resource, p *Payment) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
 	if r.Kind != KindMoney {
-		return Decision{}, fmt.Errorf("%w: %s is not a money resource", ErrInvalidResource, r.Name)
+		return fmt.Errorf("%w: %s is not a money resource", ErrInvalidResource, r.Name)
 	}
 	var err error
 	if p.From, err = NormalizeKey(p.From); err != nil {
-		return Decision{}, fmt.Errorf("from: %w", err)
+		return fmt.Errorf("from: %w", err)
 	}
 	if p.To, err = NormalizeKey(p.To); err != nil {
-		return Decision{}, fmt.Errorf("to: %w", err)
+		return fmt.Errorf("to: %w", err)
 	}
 	if p.From == p.To {
-		return Decision{}, fmt.Errorf("%w: %q cannot pay itself", ErrInvalidKey, p.From)
+		return fmt.Errorf("%w: %q cannot pay itself", ErrInvalidKey, p.From)
 	}
-	if err := validAmount(p.Amount); err != nil {
-		return Decision{}, err
+	if p.Timeout != 0 {
+		secs, err := WindowSeconds(p.Timeout)
+		if err != nil {
+			return fmt.Errorf("authorization timeout: %w", err)
+		}
+		if w, _ := WindowSeconds(r.Window); secs > w {
+			return fmt.Errorf("%w: an authorization of %s cannot outlast its window %s", ErrInvalidWindow, p.Timeout, r.Window)
+		}
 	}
+	return validAmount(p.Amount)
+}
+
+// pay decides payment p, made at once or, when authorize, held. It returns
+// the decision and, when it admitted, the op whose chain holds the limit
+// and pays.
+func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool) (Decision, *op, error) {
 	limit := Part{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	start := c.observeStart()
 	u := c.users.get(r, p.From)
@@ -63,11 +95,14 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		ds, denied, provisioned := c.denyLocally([]Part{limit}, []*user{u}, buf[:0])
 		if denied {
 			c.observe(start, []Part{limit}, ds, nil)
-			return ds[0], nil
+			return ds[0], nil, nil
 		}
 		seen = provisioned
 	}
 	o := c.payment(r, p, u)
+	if authorize {
+		o.authorize(r, p)
+	}
 	o.seen = seen
 	ds, err := c.decide(ctx, o, []Part{limit})
 	d := first(ds)
@@ -81,7 +116,7 @@ func (c *Client) Pay(ctx context.Context, r Resource, p Payment) (Decision, erro
 		}
 	}
 	c.observe(start, []Part{limit}, []Decision{d}, err)
-	return d, err
+	return d, o, err
 }
 
 // payment is the op of a payment: a hold of its amount on r's limit
@@ -125,6 +160,118 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 		return nil
 	}
 	return o
+}
+
+// authorize makes o, a payment's op, an authorization: the payment is
+// pending too, and both transfers expire after p.Timeout (the window when
+// 0), so that a capture (Reservation.CommitN) or a release
+// (Reservation.Cancel) ends both.
+func (o *op) authorize(r Resource, p Payment) {
+	secs, _ := WindowSeconds(r.Window)
+	if p.Timeout != 0 {
+		secs, _ = WindowSeconds(p.Timeout)
+	}
+	for i := range o.chain {
+		switch o.chain[i].Code {
+		case codePayHold:
+			o.chain[i].Timeout = secs
+		case codePayment:
+			o.chain[i].Timeout = secs
+			o.chain[i].Flags = tb.TransferFlags{Pending: true}.ToUint16()
+		}
+	}
+}
+
+// Authorize authorizes payment p under money resource r, for capture
+// later: a hold of p.Amount on From's limit and a pending payment of
+// p.Amount from From to To on the currency ledger, linked, so that both are
+// made or neither (over the limit, Reason LimitExceeded; short of funds,
+// InsufficientFunds). The money is held, not moved: From cannot spend it
+// elsewhere, To does not have it yet.
+//
+// End it with the Reservation's CommitN(n) to capture n ≤ p.Amount (n moves
+// to To, From's limit keeps n until the window ends, the rest of both comes
+// back), or Cancel to release it all. One neither captured nor released
+// expires after p.Timeout (the window when 0) and both come back. Under a
+// request ID (p.ID) the authorization, its capture and its release are each
+// applied once however often they are retried; like a payment, an
+// authorization is never made open when the cluster is unavailable.
+func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reservation, error) {
+	if err := checkPayment(r, &p); err != nil {
+		return nil, err
+	}
+	d, o, err := c.pay(ctx, r, p, true)
+	if err != nil || !d.Allowed {
+		if err != nil && d.Reason == Undecided {
+			return nil, err
+		}
+		return &Reservation{c: c, res: r, d: d}, err
+	}
+	rv := &Reservation{c: c, res: r, u: c.users.get(r, p.From), d: d}
+	hold := o.chain[o.first()]
+	if !o.earlier {
+		rv.heldAt = d.Timestamp
+	} else if hold, err = c.authorizationHold(ctx, r, p.ID); err != nil {
+		return nil, err
+	} else {
+		rv.heldAt = hold.Timestamp
+	}
+	rv.t = hold
+	rv.t.PendingID, rv.t.ID, rv.t.Timestamp, rv.t.Flags = hold.ID, tb.Uint128{}, 0, 0
+	if !o.earlier {
+		for _, t := range o.chain {
+			if t.Code == codePayment {
+				t.PendingID = t.ID
+				rv.pay = &t
+			}
+		}
+	} else if rv.pay, err = c.authorized(ctx, r, hold.ID); err != nil {
+		return nil, err
+	}
+	if rv.pay == nil {
+		return nil, fmt.Errorf("%w: %s named a payment made at once, not an authorization", ErrIDReused, p.ID)
+	}
+	return rv, nil
+}
+
+// authorizationHold finds the hold on r that an authorization under
+// request ID key made: the hold is named key, or carries it when a later
+// attempt under key made it.
+func (c *Client) authorizationHold(ctx context.Context, r Resource, key ID) (tb.Transfer, error) {
+	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{key.tb()})
+	if err != nil {
+		return tb.Transfer{}, err
+	}
+	if len(ts) == 1 && ts[0].Code == codePayHold && ts[0].TransferFlags().Pending {
+		return ts[0], nil
+	}
+	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codePayHold}
+	if ts, err = c.conn.QueryTransfers(ctx, &f, 16); err != nil {
+		return tb.Transfer{}, err
+	}
+	for _, t := range ts {
+		if t.TransferFlags().Pending {
+			return t, nil
+		}
+	}
+	return tb.Transfer{}, fmt.Errorf("ledger: the authorization made under %s was not found", key)
+}
+
+// authorized returns the pending payment linked to limit hold hold on r
+// (nil when the hold's payment was made at once, by Pay).
+func (c *Client) authorized(ctx context.Context, r Resource, hold tb.Uint128) (*tb.Transfer, error) {
+	f := tb.QueryFilter{UserData128: hold, Ledger: r.Currency, Code: codePayment}
+	ts, err := c.conn.QueryTransfers(ctx, &f, 2)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if t.TransferFlags().Pending {
+			t.PendingID = t.ID
+			return &t, nil
+		}
+	}
+	return nil, nil
 }
 
 // paymentID is the ID of the transfer that pays a payment named id, so

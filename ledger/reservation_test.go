@@ -11,8 +11,8 @@ import (
 )
 
 // A reservation is found again by its hold, from another Client, and
-// committed for less than it holds: the rest comes back at once, and the
-// committed units never return.
+// committed for less than it holds: the rest comes back at once, the
+// committed units stay counted, and the limit is untouched.
 func TestReservationByHold(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
@@ -45,12 +45,12 @@ func TestReservationByHold(t *testing.T) {
 			if err := rv.CommitN(ctx, 3); !errors.Is(err, ledger.ErrReservationEnded) {
 				t.Fatalf("CommitN(3) after CommitN(2) = %v, want ErrReservationEnded", err)
 			}
-			if u := inspect(t, c, r, user); u.Limit != 8 || u.InFlight != 0 || u.Available != 8 {
-				t.Fatalf("%s after committing 2 of 5: %+v; want limit 8, none in flight, 8 available", user, u)
+			if u := inspect(t, c, r, user); u.Limit != 10 || u.InFlight != 2 || u.Available != 8 {
+				t.Fatalf("%s after committing 2 of 5: %+v; want limit 10, 2 in flight, 8 available", user, u)
 			}
-			// The Client that committed first was told: its view counts 8.
-			if d := acquire(t, c, r, user, 1); !d.Allowed || d.Limit != 8 || d.Remaining != 7 {
-				t.Fatalf("Acquire(%s, 1) after the commit = %+v; want allowed, limit 8, 7 remaining", user, d)
+			// The Client that committed first was told: its view counts 2.
+			if d := acquire(t, c, r, user, 1); !d.Allowed || d.Limit != 10 || d.Remaining != 7 {
+				t.Fatalf("Acquire(%s, 1) after the commit = %+v; want allowed, limit 10, 7 remaining", user, d)
 			}
 		}
 	})
@@ -91,6 +91,90 @@ func TestReservationEnded(t *testing.T) {
 		denied, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 11})
 		if err != nil || denied.OK() || !denied.Hold().IsZero() {
 			t.Fatalf("Reserve(11 of 10) = %+v, hold %s, %v; want denied, no hold", denied.Decision(), denied.Hold(), err)
+		}
+	})
+}
+
+// Committed units stay counted until the reservation's window ends, and
+// then come back: a commit never lowers the limit. The reservation ended by
+// its commit cannot be cancelled, and what the commit kept is no
+// reservation of its own.
+func TestCommitKeepsTheWindow(t *testing.T) {
+	eachInTime(t, 2*time.Second, time.Minute, func(t *testing.T, b *testenv.Backend, w time.Duration) bool {
+		c, r := setup(t, b, ledger.Resource{Window: w, DefaultLimit: 10, Lazy: true})
+		rv := reserve(t, c, r, "u", 6)
+		if err := rv.CommitN(ctx, 4); err != nil {
+			t.Fatalf("CommitN(4) = %v", err)
+		}
+		if !testenv.Within(rv.Decision().Timestamp, uint64(b.Now().UnixNano()), w) {
+			return false
+		}
+		if u := inspect(t, c, r, "u"); u.Limit != 10 || u.InFlight != 4 || u.Available != 6 {
+			t.Fatalf("after committing 4 of 6: %+v; want limit 10, 4 in flight, 6 available", u)
+		}
+		if err := rv.Cancel(ctx); !errors.Is(err, ledger.ErrReservationEnded) {
+			t.Fatalf("Cancel after Commit = %v, want ErrReservationEnded", err)
+		}
+		if err := rv.CommitN(ctx, 4); err != nil {
+			t.Fatalf("CommitN(4) again = %v, want nil (the same commit)", err)
+		}
+		h := history(t, c, r, "u", time.Time{}, time.Time{}, 0)
+		checkHistory(t, h, "{6 ref 0 committed, kept 4 in flight}")
+		if _, err := c.Reservation(ctx, h[0].Kept.Hold); !errors.Is(err, ledger.ErrUnknownReservation) {
+			t.Fatalf("Reservation(the kept hold) = %v, want ErrUnknownReservation", err)
+		}
+		if !testenv.Within(rv.Decision().Timestamp, uint64(b.Now().UnixNano()), w) {
+			return false
+		}
+		// The kept units return by the reservation's own expiry, rounded up
+		// to a second (and one more on a remote cluster).
+		left := time.Duration(rv.Decision().Timestamp + uint64(w) - uint64(b.Now().UnixNano()))
+		b.Advance(t, left+time.Second+time.Millisecond)
+		if b.Real {
+			time.Sleep(time.Second + 300*time.Millisecond)
+		}
+		if u := inspect(t, c, r, "u"); u.Limit != 10 || u.InFlight != 0 || u.Available != 10 {
+			t.Fatalf("a window after the reservation: %+v; want all 10 back", u)
+		}
+		if d := acquire(t, c, r, "u", 10); !d.Allowed {
+			t.Fatalf("Acquire(10) a window after = %+v; want the whole limit", d)
+		}
+		return true
+	})
+}
+
+// Over many reservations, each committed for less than it held, no window
+// ever holds more than the limit and the limit never shrinks: the
+// budget-burning pattern of check then charge.
+func TestReserveCommitNeverBurnsTheLimit(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		w := time.Minute
+		c, r := setup(t, b, ledger.Resource{Window: w, DefaultLimit: 2000, Lazy: true})
+		for round := range 3 {
+			admitted := 0
+			for range 40 {
+				rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 500})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !rv.OK() {
+					break
+				}
+				admitted++
+				if err := rv.CommitN(ctx, 100); err != nil {
+					t.Fatalf("CommitN(100) = %v", err)
+				}
+			}
+			if admitted != 16 { // 15 commits of 100 leave 500 for the 16th reservation
+				t.Fatalf("round %d: %d reservations of 500 committed at 100 fit in a limit of 2000, want 16", round, admitted)
+			}
+			if b.Real {
+				return // the rounds need the window to pass: the manual clock's
+			}
+			b.Advance(t, w+2*time.Second)
+			if u := inspect(t, c, r, "u"); u.Limit != 2000 || u.Available != 2000 {
+				t.Fatalf("round %d, a window later: %+v; want the whole limit of 2000 back", round, u)
+			}
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -21,12 +22,19 @@ var (
 )
 
 // Reservation is units held for a user by one pending transfer, as for
-// Acquire, that the caller ends: Cancel gives them back at once (a void),
-// Commit keeps them for good (a post). A reservation must end with Commit or
-// Cancel, or it expires after its resource's window and its units return,
-// which makes the window a lease: the units of a crashed holder come back.
-// Use it for concurrency (in-flight) limits: reserve when a request starts,
-// cancel when it ends.
+// Acquire, that the caller ends: Cancel gives them back at once; Commit
+// keeps them, all or some, until the reservation's window ends, and gives
+// the rest back at once. Nothing a reservation does lowers a user's limit
+// for good: every unit it took returns at the latest one window after the
+// reservation was made. A reservation must end with Commit or Cancel, or it
+// expires after its resource's window and its units return, which makes the
+// window a lease: the units of a crashed holder come back.
+//
+// Use it for work whose cost is known only after it is done (reserve the
+// most an LLM call can use, commit the tokens it used), and for concurrency
+// (in-flight) limits: reserve when a request starts, cancel when it ends.
+// An authorization (Client.Authorize) is a Reservation too: Commit captures
+// the payment, Cancel releases it.
 //
 // A Reservation is safe for concurrent use; Commit and Cancel are
 // idempotent (a retry after a lost reply is safe).
@@ -35,7 +43,15 @@ type Reservation struct {
 	res Resource
 	u   *user
 	d   Decision
-	t   tb.Transfer
+	// t is the hold as its ends name it: PendingID is its ID, Amount,
+	// Timeout, accounts, ledger, code and user data are the hold's.
+	t tb.Transfer
+	// heldAt is the cluster time the hold was made (0 when not known: the
+	// cluster did not answer).
+	heldAt uint64
+	// pay is an authorization's pending payment on the currency ledger,
+	// nil for a plain reservation.
+	pay *tb.Transfer
 }
 
 // Reserve holds req.Amount units of r for req.User until Commit, Cancel or
@@ -52,18 +68,21 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		return nil, err
 	}
 	rv := &Reservation{c: c, res: r, u: c.users.get(r, req.User), d: ds[0]}
+	secs, _ := WindowSeconds(r.Window)
 	rv.t = tb.Transfer{
 		DebitAccountID:  rv.u.id.tb(),
 		CreditAccountID: OperatorID(r.Ledger).tb(),
 		Amount:          tb.ToUint128(req.Amount),
+		Timeout:         secs,
 		Ledger:          r.Ledger,
 		Code:            codeAcquire,
+		UserData64:      req.Ref,
 	}
 	unanswered := rv.d.Reason == Unavailable
 	if !unanswered && (err != nil || !rv.OK()) {
 		return rv, err
 	}
-	rv.t.PendingID = o.chain[o.first()].ID
+	rv.t.PendingID, rv.heldAt = o.chain[o.first()].ID, rv.d.Timestamp
 	if unanswered {
 		// No answer, which may still come: o is no longer this call's to
 		// read. The hold may or may not exist, admitted by the policy
@@ -73,26 +92,28 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
-		if rv.t.PendingID, err = c.heldFor(ctx, r, req.ID); err != nil {
+		held, err := c.heldFor(ctx, r, req.ID)
+		if err != nil {
 			return nil, err
 		}
+		rv.t.PendingID, rv.heldAt = held.ID, held.Timestamp
 	}
 	return rv, nil
 }
 
 // heldFor finds the hold on r that an attempt under request ID key took.
-func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Uint128, error) {
+func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Transfer, error) {
 	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codeAcquire}
 	ts, err := c.conn.QueryTransfers(ctx, &f, 16)
 	if err != nil {
-		return tb.Uint128{}, err
+		return tb.Transfer{}, err
 	}
 	for _, t := range ts {
 		if t.TransferFlags().Pending {
-			return t.ID, nil
+			return t, nil
 		}
 	}
-	return tb.Uint128{}, fmt.Errorf("ledger: the hold admitted under %s was not found", key)
+	return tb.Transfer{}, fmt.Errorf("ledger: the hold admitted under %s was not found", key)
 }
 
 // OK reports whether the units were reserved.
@@ -104,69 +125,221 @@ func (r *Reservation) Decision() Decision { return r.d }
 // Resource returns the resource the units are reserved on.
 func (r *Reservation) Resource() Resource { return r.res }
 
-// Cancel gives the units back now. Cancelling a reservation that expired,
-// was cancelled before, or was denied is not an error. A reservation the
-// cluster did not answer (Reason Unavailable, allowed or not by the
-// Client's OnUnavailable) may hold units or not: Cancel voids them if it does,
-// so that they do not stay held until the window passes.
+// Cancel gives the units back now (for an authorization: releases the
+// payment, and its hold on the limit). Cancelling a reservation that
+// expired, was cancelled before, or was denied is not an error; one that
+// was committed is ErrReservationEnded, and keeps what its Commit kept. A
+// reservation the cluster did not answer (Reason Unavailable, allowed or
+// not by the Client's OnUnavailable) may hold units or not: Cancel voids
+// them if it does, so that they do not stay held until the window passes.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.OK() && r.d.Reason != Unavailable {
 		return nil
 	}
-	s, err := r.end(ctx, roleCancel, tb.TransferFlags{VoidPendingTransfer: true}, tb.Uint128{})
-	if err != nil {
+	o := r.op(r.ending(roleCancel, 0))
+	if err := r.c.submit(ctx, o); err != nil {
 		return err
 	}
+	s := o.res[0].Status
 	switch classifyEnd(s) {
-	case endedNow, endExpired, endVoidedYet:
+	case endedNow, endExpired:
 		return nil
+	case endVoidedYet:
+		// Cancelled before, or given back by Reset; or voided by a Commit,
+		// whose void has its own ID.
+		committed, err := r.c.transferExists(ctx, endID(roleCommit, fromTB(r.t.PendingID)))
+		if err != nil || !committed {
+			return err
+		}
+		return fmt.Errorf("%w: %s was committed: cancel it before, not after", ErrReservationEnded, r.d.ID)
+	case endPostedYet:
+		return fmt.Errorf("%w: %s was committed: cancel it before, not after", ErrReservationEnded, r.d.ID)
 	case endNoHold:
 		if r.d.Reason == Unavailable {
 			return nil // admitted open, and the hold was never made
 		}
 	}
-	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, transferStatusError(0, s))
+	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, chainError(o.res))
 }
 
-// Commit keeps the units for good: they never return (a post). It fails
-// with ErrReservationExpired when the reservation's window passed first.
-// Commit is shorthand for CommitN with all of the reserved units.
+// Commit keeps all the reserved units until the reservation's window ends
+// (for an authorization: captures the whole amount). Commit is shorthand
+// for CommitN with all of the reserved units.
 func (r *Reservation) Commit(ctx context.Context) error {
-	return r.commit(ctx, tb.AmountMax) // the whole pending amount
+	return r.commit(ctx, r.amount())
 }
 
-// CommitN keeps n of the reserved units for good and gives the rest back
-// now: for work that used less than it reserved. n must be from 1 to the
-// reserved amount (ErrInvalidAmount otherwise; Cancel keeps none). A retry
-// with the same n is safe; a commit with another n than the first, or
-// after a Cancel, is ErrReservationEnded.
+// CommitN keeps n of the reserved units counted until the reservation's
+// window ends, and gives the rest back now: for work that used less than it
+// reserved (an LLM call's tokens, known once it answered). n must be from 1
+// to the reserved amount (ErrInvalidAmount otherwise; Cancel keeps none).
+// The kept units return one window after the reservation was made, rounded
+// up to a whole second (and one more on a remote cluster, whose clock a
+// Client knows from below): they may count a little long, never too short.
+//
+// For an authorization (Client.Authorize), CommitN captures n: n of the
+// currency moves to the payee, the payer's limit keeps n for the rest of
+// the window, and the rest of both comes back, all in one linked chain.
+//
+// It fails with ErrReservationExpired when the reservation's window passed
+// first, and ErrReservationEnded after a Cancel or a Commit of another n. A
+// retry with the same n, after a lost reply, is applied once.
 func (r *Reservation) CommitN(ctx context.Context, n uint64) error {
 	if n == 0 || n > r.amount() {
 		return fmt.Errorf("%w: commit %d of reservation %s of %d", ErrInvalidAmount, n, r.d.ID, r.amount())
 	}
-	return r.commit(ctx, tb.ToUint128(n))
+	return r.commit(ctx, n)
 }
 
-func (r *Reservation) commit(ctx context.Context, amount tb.Uint128) error {
+func (r *Reservation) commit(ctx context.Context, n uint64) error {
 	if !r.OK() {
-		return fmt.Errorf("ledger: commit of a denied reservation %s", r.d.ID)
+		return fmt.Errorf("%w: %s was denied: there is nothing to commit", ErrReservationEnded, r.d.ID)
 	}
-	s, err := r.end(ctx, roleCommit, tb.TransferFlags{PostPendingTransfer: true}, amount)
-	if err != nil {
+	o := r.op(r.ending(roleCommit, n))
+	if err := r.c.submit(ctx, o); err != nil {
 		return err
 	}
+	s := o.res[0].Status
 	switch classifyEnd(s) {
-	case endedNow, endPostedYet:
+	case endedNow:
+		if o.res[len(o.res)-1].Status == tb.TransferLinkedEventFailed {
+			// The void existed (conn folds exists into created), so the
+			// chain did: this commit's retry, or a commit of another n.
+			return r.committedBefore(ctx, n)
+		}
 		return nil
+	case endPostedYet:
+		if r.pay == nil {
+			return nil // SetLimit lowering the limit posted it: kept for good
+		}
 	case endExpired:
 		return fmt.Errorf("%w: %s", ErrReservationExpired, r.d.ID)
 	case endVoidedYet:
 		return fmt.Errorf("%w: %s was cancelled", ErrReservationEnded, r.d.ID)
+	case endNoHold:
+		return fmt.Errorf("%w: %s", ErrUnknownReservation, r.d.ID)
 	}
-	if s == tb.TransferExistsWithDifferentAmount {
-		return fmt.Errorf("%w: %s was committed with another amount", ErrReservationEnded, r.d.ID)
+	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, chainError(o.res))
+}
+
+// committedBefore checks a commit of n whose void was applied before: by
+// this commit (its reply lost), or by one of another n.
+func (r *Reservation) committedBefore(ctx context.Context, n uint64) error {
+	ts, err := r.c.conn.LookupTransfers(ctx, []tb.Uint128{keptID(fromTB(r.t.PendingID)).tb()})
+	if err != nil || len(ts) == 0 {
+		return err
 	}
-	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, transferStatusError(0, s))
+	if kept, _ := u64(ts[0].Amount); kept != n {
+		return fmt.Errorf("%w: %s was committed with %d, not %d", ErrReservationEnded, r.d.ID, kept, n)
+	}
+	return nil
+}
+
+// op is the op that sends chain, each hold's end teaching r's user's view.
+func (r *Reservation) op(chain []tb.Transfer) *op {
+	o := &op{}
+	for _, t := range chain {
+		if t.Ledger == r.t.Ledger {
+			o.add(t, r.u)
+		} else {
+			o.add(t, nil)
+		}
+	}
+	return o
+}
+
+// ending is the chain that ends the reservation in role, every ID derived
+// from the hold so that a retry is applied once:
+//   - roleCancel: void the hold (and an authorization's payment);
+//   - roleCommit: void the hold and hold n of its units again until the
+//     hold would have expired (and post n of an authorization's payment),
+//     linked, so that all happens or none.
+func (r *Reservation) ending(role byte, n uint64) []tb.Transfer {
+	hold := fromTB(r.t.PendingID)
+	void := tb.Transfer{
+		ID:              endID(role, hold).tb(),
+		PendingID:       r.t.PendingID,
+		DebitAccountID:  r.t.DebitAccountID,
+		CreditAccountID: r.t.CreditAccountID,
+		Ledger:          r.t.Ledger,
+		Code:            r.t.Code,
+		Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
+	}
+	var payEnd tb.Transfer
+	if r.pay != nil {
+		payEnd = tb.Transfer{
+			ID:              endID(role, fromTB(r.pay.ID)).tb(),
+			PendingID:       r.pay.ID,
+			DebitAccountID:  r.pay.DebitAccountID,
+			CreditAccountID: r.pay.CreditAccountID,
+			Ledger:          r.pay.Ledger,
+			Code:            r.pay.Code,
+			Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
+		}
+	}
+	if role == roleCancel {
+		if r.pay == nil {
+			return []tb.Transfer{void}
+		}
+		void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
+		return []tb.Transfer{void, payEnd}
+	}
+	void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
+	kept := tb.Transfer{
+		ID:              keptID(hold).tb(),
+		DebitAccountID:  r.t.DebitAccountID,
+		CreditAccountID: r.t.CreditAccountID,
+		Amount:          tb.ToUint128(n),
+		Timeout:         r.rest(),
+		UserData64:      r.t.UserData64,
+		Ledger:          r.t.Ledger,
+		Code:            codeKept,
+		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+	}
+	if r.pay == nil {
+		return []tb.Transfer{void, kept}
+	}
+	kept.Flags = tb.TransferFlags{Pending: true, Linked: true}.ToUint16()
+	payEnd.Amount = tb.ToUint128(n)
+	payEnd.Flags = tb.TransferFlags{PostPendingTransfer: true}.ToUint16()
+	return []tb.Transfer{void, kept, payEnd}
+}
+
+// rest is the timeout that keeps units from now until the hold would have
+// expired: whole seconds rounded up, and one more on a remote cluster,
+// whose clock this Client estimates from below; the hold's own timeout
+// when the hold's time is not known.
+func (r *Reservation) rest() uint32 {
+	if r.heldAt == 0 {
+		return r.t.Timeout
+	}
+	expires := r.heldAt + uint64(r.t.Timeout)*uint64(time.Second)
+	now := max(r.c.clusterNow(), r.heldAt)
+	if now >= expires {
+		return 1 // expired, or about to: the void says which
+	}
+	secs := (expires - now + uint64(time.Second) - 1) / uint64(time.Second)
+	if !r.c.conn.InProcess() {
+		secs++
+	}
+	return uint32(min(secs, uint64(r.t.Timeout)))
+}
+
+// chainError is the error of the first event of a failed chain that failed
+// for its own reason.
+func chainError(res []tb.CreateTransferResult) error {
+	for i, x := range res {
+		if x.Status != tb.TransferLinkedEventFailed && x.Status != tb.TransferCreated {
+			return transferStatusError(i, x.Status)
+		}
+	}
+	return transferStatusError(0, res[0].Status)
+}
+
+// transferExists reports whether a transfer with ID id exists.
+func (c *Client) transferExists(ctx context.Context, id ID) (bool, error) {
+	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{id.tb()})
+	return len(ts) > 0, err
 }
 
 // amount is how many units the reservation holds.
@@ -199,13 +372,24 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 	if err != nil {
 		return nil, err
 	}
-	if len(ts) == 0 || !ts[0].TransferFlags().Pending || ts[0].Code != codeAcquire {
+	if len(ts) == 0 || !ts[0].TransferFlags().Pending || (ts[0].Code != codeAcquire && ts[0].Code != codePayHold) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownReservation, hold)
 	}
 	t := ts[0]
 	r, err := c.Resource(ctx, t.Ledger)
 	if err != nil {
 		return nil, err
+	}
+	var pay *tb.Transfer
+	if t.Code == codePayHold {
+		// An authorization's hold, if its payment is pending; a payment's
+		// (Pay), which no call may end, if not.
+		if pay, err = c.authorized(ctx, r, t.ID); err != nil {
+			return nil, err
+		}
+		if pay == nil {
+			return nil, fmt.Errorf("%w: %s holds the limit of a payment made, not of an authorization", ErrUnknownReservation, hold)
+		}
 	}
 	key, err := c.keyOf(ctx, r, fromTB(t.DebitAccountID))
 	if err != nil {
@@ -215,7 +399,7 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 	if t.UserData128 != (tb.Uint128{}) {
 		id = fromTB(t.UserData128) // the request's name, when not the hold's
 	}
-	rv := &Reservation{c: c, res: r, d: Decision{Allowed: true, Reason: Admitted, ID: id, Timestamp: t.Timestamp}}
+	rv := &Reservation{c: c, res: r, d: Decision{Allowed: true, Reason: Admitted, ID: id, Timestamp: t.Timestamp}, heldAt: t.Timestamp, pay: pay}
 	if key != "" {
 		rv.u = c.users.get(r, key)
 	}
@@ -224,8 +408,10 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 		CreditAccountID: t.CreditAccountID,
 		Amount:          t.Amount,
 		PendingID:       t.ID,
+		Timeout:         t.Timeout,
+		UserData64:      t.UserData64,
 		Ledger:          t.Ledger,
-		Code:            codeAcquire,
+		Code:            t.Code,
 	}
 	return rv, nil
 }
@@ -243,19 +429,4 @@ func (c *Client) keyOf(ctx context.Context, r Resource, uid ID) (string, error) 
 	}
 	long, err := c.longKeys(ctx, r.Ledger, []ID{uid}, func(key string) ID { return UserID(r.Ledger, key) })
 	return long[uid], err
-}
-
-// end posts (amount of) or voids the pending transfer with an ID derived
-// from it, so that a retry is applied once.
-func (r *Reservation) end(ctx context.Context, role byte, flags tb.TransferFlags, amount tb.Uint128) (tb.CreateTransferStatus, error) {
-	t := r.t
-	t.ID = endID(role, fromTB(r.t.PendingID)).tb()
-	t.Flags = flags.ToUint16()
-	t.Amount = amount
-	o := &op{}
-	o.add(t, r.u)
-	if err := r.c.submit(ctx, o); err != nil {
-		return 0, err
-	}
-	return o.res[0].Status, nil
 }

@@ -139,8 +139,8 @@ func TestHTTP(t *testing.T) {
 		if got := e.post("/v1/commit", fmt.Sprintf(`{"reservationId":%q,"amount":"2"}`, id)); got.code != 409 {
 			t.Fatalf("POST /v1/commit of another amount = %d %s, want 409", got.code, got.body)
 		}
-		if got := e.post("/v1/peek", `{"resource":"`+R+`","user":"z"}`); got.code != 200 || field(t, got.body, "decision.limit") != "1" {
-			t.Fatalf("POST /v1/peek after committing 1 of 2 = %d %s, want 200, limit 1", got.code, got.body)
+		if got := e.post("/v1/peek", `{"resource":"`+R+`","user":"z"}`); got.code != 200 || field(t, got.body, "decision.limit") != "2" || field(t, got.body, "decision.remaining") != "1" {
+			t.Fatalf("POST /v1/peek after committing 1 of 2 = %d %s, want 200, limit 2, 1 remaining", got.code, got.body)
 		}
 		got = e.post("/v1/reserve", `{"resource":"`+R+`","user":"y"}`)
 		id, _ = field(t, got.body, "reservationId").(string)

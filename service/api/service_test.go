@@ -282,8 +282,8 @@ func TestReserve(t *testing.T) {
 				t.Fatalf("Commit(2 of 6) #%d = %v", i+1, err)
 			}
 		}
-		if p := e.peek(r.Name, "u", 1); p.GetLimit() != 8 || p.GetRemaining() != 8 {
-			t.Fatalf("Peek after committing 2 of 6 = %v, want limit 8, 8 available", p)
+		if p := e.peek(r.Name, "u", 1); p.GetLimit() != 10 || p.GetRemaining() != 8 {
+			t.Fatalf("Peek after committing 2 of 6 = %v, want limit 10, 8 available (2 kept for the window)", p)
 		}
 		_, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: id, Amount: 3})
 		code(t, "Commit of another amount", err, codes.FailedPrecondition)
@@ -323,8 +323,8 @@ func TestReserve(t *testing.T) {
 		if err != nil || resp.GetDecision().GetAllowed() || resp.GetReservationId() != "" {
 			t.Fatalf("Reserve(4 of 3 left) = %v, %v; want denied, no reservation", resp, err)
 		}
-		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "u", Amount: 9})
-		code(t, "Reserve(9 of a limit of 8)", err, codes.InvalidArgument)
+		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "u", Amount: 11})
+		code(t, "Reserve(11 of a limit of 10)", err, codes.InvalidArgument)
 	})
 }
 
