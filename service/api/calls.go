@@ -210,7 +210,9 @@ func (s *Service) funds(ctx context.Context, req *tblimitv1.FundsRequest) (*tbli
 	return &tblimitv1.FundsResponse{Funds: funds}, nil
 }
 
-// Reserve holds units until Commit or Cancel (ledger.Client.Reserve).
+// Reserve holds units until Commit or Cancel (ledger.Client.Reserve); on a
+// money resource it authorizes a payment to req.Payee
+// (ledger.Client.Authorize).
 func (s *Service) Reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
 	return call(ctx, s, tblimitv1.LimitService_Reserve_FullMethodName, named(req.GetResource()), req, s.reserve)
 }
@@ -220,7 +222,25 @@ func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	rv, err := s.c.Reserve(ctx, r, lreq)
+	var rv *ledger.Reservation
+	switch {
+	case r.Kind == ledger.KindMoney:
+		if req.GetPayee() == "" {
+			return nil, fmt.Errorf("%w: payee: a reservation on money resource %s authorizes a payment: name its payee", errInvalid, r.Name)
+		}
+		var timeout time.Duration
+		if t := req.GetTimeout(); t != nil {
+			if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 {
+				return nil, fmt.Errorf("%w: timeout: a positive duration of whole seconds", errInvalid)
+			}
+			timeout = t.AsDuration()
+		}
+		rv, err = s.c.Authorize(ctx, r, ledger.Payment{From: lreq.User, To: req.GetPayee(), Amount: lreq.Amount, ID: lreq.ID, Ref: lreq.Ref, Timeout: timeout})
+	case req.GetPayee() != "" || req.GetTimeout() != nil:
+		return nil, fmt.Errorf("%w: payee and timeout are for money resources; %s is a %s resource", errInvalid, r.Name, r.Kind)
+	default:
+		rv, err = s.c.Reserve(ctx, r, lreq)
+	}
 	if err == nil {
 		err = overLimit(rv.Decision(), lreq.Amount, r, lreq.User)
 	}
@@ -234,8 +254,8 @@ func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 	return out, nil
 }
 
-// Commit keeps a reservation's units, all or some (Reservation.Commit,
-// CommitN).
+// Commit keeps a reservation's units, all or some, until its window ends,
+// or captures an authorization (Reservation.Commit, CommitN).
 func (s *Service) Commit(ctx context.Context, req *tblimitv1.CommitRequest) (*tblimitv1.CommitResponse, error) {
 	return call(ctx, s, tblimitv1.LimitService_Commit_FullMethodName, nil, req, s.commit)
 }

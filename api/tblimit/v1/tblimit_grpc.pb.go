@@ -66,12 +66,15 @@ type LimitServiceClient interface {
 	Fund(ctx context.Context, in *FundRequest, opts ...grpc.CallOption) (*FundResponse, error)
 	// Funds reads what a user holds on a money resource's currency.
 	Funds(ctx context.Context, in *FundsRequest, opts ...grpc.CallOption) (*FundsResponse, error)
-	// Reserve holds units until Commit, Cancel or the window passes.
+	// Reserve holds units until Commit, Cancel or the window passes; on a
+	// money resource it authorizes a payment to a payee.
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
-	// Commit keeps a reservation's units (all, or fewer) for good; the rest
-	// come back at once.
+	// Commit keeps a reservation's units (all, or fewer) until the
+	// reservation's window ends, and gives the rest back at once; for an
+	// authorization it captures that much of the payment.
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
-	// Cancel gives a reservation's units back at once.
+	// Cancel gives a reservation's units back at once (releases an
+	// authorization).
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Reset gives back every unit a user holds on a resource (an operator's act).
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
@@ -238,12 +241,15 @@ type LimitServiceServer interface {
 	Fund(context.Context, *FundRequest) (*FundResponse, error)
 	// Funds reads what a user holds on a money resource's currency.
 	Funds(context.Context, *FundsRequest) (*FundsResponse, error)
-	// Reserve holds units until Commit, Cancel or the window passes.
+	// Reserve holds units until Commit, Cancel or the window passes; on a
+	// money resource it authorizes a payment to a payee.
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
-	// Commit keeps a reservation's units (all, or fewer) for good; the rest
-	// come back at once.
+	// Commit keeps a reservation's units (all, or fewer) until the
+	// reservation's window ends, and gives the rest back at once; for an
+	// authorization it captures that much of the payment.
 	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
-	// Cancel gives a reservation's units back at once.
+	// Cancel gives a reservation's units back at once (releases an
+	// authorization).
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Reset gives back every unit a user holds on a resource (an operator's act).
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)

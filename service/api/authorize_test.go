@@ -1,0 +1,90 @@
+package api_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/testenv"
+)
+
+// Reserve on a money resource authorizes a payment to a payee; Commit
+// captures it (less than authorized: the rest comes back), Cancel releases
+// it; each exactly once under request IDs and retries.
+func TestAuthorizeCaptureRelease(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		e := start(t, b)
+		r := e.resource(ledger.Resource{Kind: ledger.KindMoney, Window: 24 * time.Hour, DefaultLimit: 1000})
+		if err := e.c.Provision(ctx(t), r, ledger.UserLimit{Key: "alice", Limit: 1000}, ledger.UserLimit{Key: "shop"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cl.Fund(ctx(t), &tblimitv1.FundRequest{Resource: r.Name, User: "alice", Amount: 800}); err != nil {
+			t.Fatal(err)
+		}
+		funds := func(alice, shop uint64) {
+			t.Helper()
+			for user, want := range map[string]uint64{"alice": alice, "shop": shop} {
+				if got, err := e.cl.Funds(ctx(t), &tblimitv1.FundsRequest{Resource: r.Name, User: user}); err != nil || got.GetFunds() != want {
+					t.Fatalf("Funds(%s) = %v, %v; want %d", user, got, err, want)
+				}
+			}
+		}
+		auth := &tblimitv1.ReserveRequest{Resource: r.Name, User: "alice", Payee: "shop", Amount: 500, RequestId: b.Key("auth-1")}
+		var ids []string
+		for range 2 {
+			resp, err := e.cl.Reserve(ctx(t), auth)
+			if err != nil || !resp.GetDecision().GetAllowed() || resp.GetReservationId() == "" {
+				t.Fatalf("Reserve(500 to shop) = %v, %v; want authorized", resp, err)
+			}
+			ids = append(ids, resp.GetReservationId())
+		}
+		if ids[0] != ids[1] {
+			t.Fatalf("an authorization sent twice under one request_id: %v, want one", ids)
+		}
+		funds(300, 0)
+		_, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: ids[0], Amount: 501})
+		code(t, "capture of more than authorized", err, codes.InvalidArgument)
+		for range 2 {
+			if _, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: ids[0], Amount: 350}); err != nil {
+				t.Fatalf("capture 350 = %v", err)
+			}
+		}
+		funds(450, 350)
+		if p := e.peek(r.Name, "alice", 1); p.GetLimit() != 1000 || p.GetRemaining() != 650 {
+			t.Fatalf("Peek after capturing 350 = %v, want 650 of 1000 left for the window", p)
+		}
+		_, err = e.cl.Cancel(ctx(t), &tblimitv1.CancelRequest{ReservationId: ids[0]})
+		code(t, "release after capture", err, codes.FailedPrecondition)
+
+		resp, err := e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "alice", Payee: "shop", Amount: 400, Timeout: durationpb.New(time.Hour)})
+		if err != nil || !resp.GetDecision().GetAllowed() {
+			t.Fatalf("Reserve(400) = %v, %v", resp, err)
+		}
+		funds(50, 350)
+		for range 2 {
+			if _, err := e.cl.Cancel(ctx(t), &tblimitv1.CancelRequest{ReservationId: resp.GetReservationId()}); err != nil {
+				t.Fatalf("release = %v", err)
+			}
+		}
+		funds(450, 350)
+		_, err = e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: resp.GetReservationId()})
+		code(t, "capture after release", err, codes.FailedPrecondition)
+
+		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "alice", Amount: 10})
+		code(t, "Reserve on money without a payee", err, codes.InvalidArgument)
+		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "alice", Payee: "shop", Amount: 10, Timeout: durationpb.New(48 * time.Hour)})
+		code(t, "an authorization past its window", err, codes.InvalidArgument)
+		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "alice", Payee: "nobody", Amount: 10})
+		code(t, "an authorization to an unknown payee", err, codes.NotFound)
+		rate := e.resource(ledger.Resource{Window: time.Minute, DefaultLimit: 3, Lazy: true})
+		_, err = e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: rate.Name, User: "alice", Payee: "shop", Amount: 1})
+		code(t, "a payee on a rate resource", err, codes.InvalidArgument)
+		_, err = e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: ledger.NewID().String()})
+		code(t, "Commit of an unknown reservation", err, codes.NotFound)
+		funds(450, 350)
+	})
+}
