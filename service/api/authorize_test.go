@@ -88,3 +88,35 @@ func TestAuthorizeCaptureRelease(t *testing.T) {
 		funds(450, 350)
 	})
 }
+
+// History shows what a commit kept beside what was reserved; Audit counts
+// the kept units once, in the window they were reserved in.
+func TestHistoryOfACommit(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		e := start(t, b)
+		r := e.resource(ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
+		for _, n := range []uint64{3, 5} {
+			resp, err := e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: r.Name, User: "u", Amount: 5})
+			if err != nil || !resp.GetDecision().GetAllowed() {
+				t.Fatalf("Reserve(5) = %v, %v", resp, err)
+			}
+			if _, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: resp.GetReservationId(), Amount: n}); err != nil {
+				t.Fatalf("Commit(%d) = %v", n, err)
+			}
+		}
+		h, err := e.cl.History(ctx(t), &tblimitv1.HistoryRequest{Resource: r.Name, User: "u"})
+		if err != nil || len(h.GetAdmissions()) != 2 {
+			t.Fatalf("History = %v, %v; want 2 admissions", h, err)
+		}
+		for i, want := range []uint64{5, 3} {
+			a := h.GetAdmissions()[i]
+			if a.GetAmount() != 5 || a.GetEnd() != tblimitv1.End_END_COMMITTED || a.GetKept().GetAmount() != want || a.GetKept().GetEnd() != tblimitv1.End_END_IN_FLIGHT {
+				t.Fatalf("History[%d] = %v, want 5 reserved, committed, %d kept in flight", i, a, want)
+			}
+		}
+		a, err := e.cl.Audit(ctx(t), &tblimitv1.AuditRequest{Resource: r.Name, User: "u"})
+		if err != nil || !a.GetOk() || a.GetMostInWindow() != 8 || a.GetMostInFlight() != 8 {
+			t.Fatalf("Audit = %v, %v; want OK, 8 in the window and in flight", a, err)
+		}
+	})
+}

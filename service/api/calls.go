@@ -393,6 +393,9 @@ func admission(a ledger.Admission) *tblimitv1.Admission {
 	if p := a.Payment; p != nil {
 		out.Payment = &tblimitv1.Payment{Id: p.ID.String(), To: p.ToKey, Amount: p.Amount, Time: timestamp(p.Time)}
 	}
+	if a.Kept != nil {
+		out.Kept = admission(*a.Kept)
+	}
 	return out
 }
 

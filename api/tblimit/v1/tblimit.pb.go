@@ -99,7 +99,8 @@ const (
 	End_END_IN_FLIGHT End = 1
 	// The units returned one window after they were taken.
 	End_END_EXPIRED End = 2
-	// The units were kept for good (Commit).
+	// Ended by Commit, which holds what it kept until the window ends (the
+	// admission's kept); or posted by a lowered limit.
 	End_END_COMMITTED End = 3
 	// The units were given back early (Cancel, Reset).
 	End_END_CANCELLED End = 4
@@ -1593,7 +1594,12 @@ type Admission struct {
 	// When it ended.
 	Ended *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
 	// For a money resource, the payment made with the hold.
-	Payment       *Payment `protobuf:"bytes,8,opt,name=payment,proto3" json:"payment,omitempty"`
+	Payment *Payment `protobuf:"bytes,8,opt,name=payment,proto3" json:"payment,omitempty"`
+	// When the hold was ended and part of it held again at once until the
+	// hold would have expired (a Commit of less than was reserved, or a lease
+	// giving back what it did not use): that second hold, with the amount
+	// kept and when it returned or will.
+	Kept          *Admission `protobuf:"bytes,9,opt,name=kept,proto3" json:"kept,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1680,6 +1686,13 @@ func (x *Admission) GetEnded() *timestamppb.Timestamp {
 func (x *Admission) GetPayment() *Payment {
 	if x != nil {
 		return x.Payment
+	}
+	return nil
+}
+
+func (x *Admission) GetKept() *Admission {
+	if x != nil {
+		return x.Kept
 	}
 	return nil
 }
@@ -2122,7 +2135,7 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12.\n" +
 	"\x04from\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
 	"\x02to\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x10\n" +
-	"\x03max\x18\x05 \x01(\rR\x03max\"\x9b\x02\n" +
+	"\x03max\x18\x05 \x01(\rR\x03max\"\xc6\x02\n" +
 	"\tAdmission\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04hold\x18\x02 \x01(\tR\x04hold\x120\n" +
@@ -2131,7 +2144,8 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\treference\x18\x05 \x01(\x04R\treference\x12!\n" +
 	"\x03end\x18\x06 \x01(\x0e2\x0f.tblimit.v1.EndR\x03end\x120\n" +
 	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x12-\n" +
-	"\apayment\x18\b \x01(\v2\x13.tblimit.v1.PaymentR\apayment\"q\n" +
+	"\apayment\x18\b \x01(\v2\x13.tblimit.v1.PaymentR\apayment\x12)\n" +
+	"\x04kept\x18\t \x01(\v2\x15.tblimit.v1.AdmissionR\x04kept\"q\n" +
 	"\aPayment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x16\n" +
@@ -2253,41 +2267,42 @@ var file_tblimit_v1_tblimit_proto_depIdxs = []int32{
 	1,  // 14: tblimit.v1.Admission.end:type_name -> tblimit.v1.End
 	31, // 15: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
 	26, // 16: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
-	31, // 17: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
-	25, // 18: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
-	31, // 19: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
-	31, // 20: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
-	31, // 21: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
-	31, // 22: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
-	3,  // 23: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
-	6,  // 24: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
-	8,  // 25: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
-	10, // 26: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
-	12, // 27: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
-	14, // 28: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
-	16, // 29: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
-	18, // 30: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
-	20, // 31: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
-	22, // 32: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
-	24, // 33: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
-	28, // 34: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
-	4,  // 35: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
-	7,  // 36: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
-	9,  // 37: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
-	11, // 38: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
-	13, // 39: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
-	15, // 40: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
-	17, // 41: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
-	19, // 42: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
-	21, // 43: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
-	23, // 44: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
-	27, // 45: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
-	29, // 46: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	25, // 17: tblimit.v1.Admission.kept:type_name -> tblimit.v1.Admission
+	31, // 18: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
+	25, // 19: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
+	31, // 20: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
+	31, // 21: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
+	31, // 22: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
+	31, // 23: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
+	3,  // 24: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
+	6,  // 25: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
+	8,  // 26: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
+	10, // 27: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
+	12, // 28: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
+	14, // 29: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
+	16, // 30: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
+	18, // 31: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
+	20, // 32: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
+	22, // 33: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
+	24, // 34: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
+	28, // 35: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
+	4,  // 36: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
+	7,  // 37: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
+	9,  // 38: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
+	11, // 39: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
+	13, // 40: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
+	15, // 41: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
+	17, // 42: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
+	19, // 43: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
+	21, // 44: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
+	23, // 45: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
+	27, // 46: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
+	29, // 47: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
+	36, // [36:48] is the sub-list for method output_type
+	24, // [24:36] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_tblimit_v1_tblimit_proto_init() }

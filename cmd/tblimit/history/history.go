@@ -36,9 +36,10 @@ func NewCmdHistory(f *cmdutil.Factory, runF func(context.Context, *historyOption
 		Long: `List what a user was admitted on a resource, as the cluster recorded it: each
 admission's time, amount, ref and ID (the request's name, as acquire and pay
 print it), and how it ended: expired (its units returned one window later),
-committed (kept for good), cancelled (given back early; a lease giving back
-what it did not use keeps the units it handed out, shown as "kept"), or in
-flight. For a money resource each admission shows its payment.
+committed (ended by tblimit commit, which keeps what it committed until the
+window ends, shown as "kept"), cancelled (given back early; a lease giving
+back what it did not use keeps the units it handed out, also shown as
+"kept"), or in flight. For a money resource each admission shows its payment.
 
 --since and --until take a time (2026-01-02T15:04:05Z, or a date: 2026-01-02,
 midnight UTC) or how long ago (90m, 2d, 1d12h).`,

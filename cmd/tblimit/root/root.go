@@ -29,6 +29,7 @@ import (
 	"github.com/tblimit/tblimit/cmd/tblimit/history"
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/cmd/tblimit/pay"
+	"github.com/tblimit/tblimit/cmd/tblimit/reserve"
 	"github.com/tblimit/tblimit/cmd/tblimit/resources"
 	"github.com/tblimit/tblimit/cmd/tblimit/serve"
 	"github.com/tblimit/tblimit/cmd/tblimit/tigerbeetle"
@@ -94,7 +95,8 @@ errors go to stderr, once.
 		c.GroupID = "provision"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{acquire.NewCmdAcquire(f, nil), pay.NewCmdPay(f, nil), fund.NewCmdFund(f, nil), usage.NewCmdUsage(f, nil),
+	for _, c := range []*cobra.Command{acquire.NewCmdAcquire(f, nil), reserve.NewCmdReserve(f, nil), reserve.NewCmdCommit(f, nil), reserve.NewCmdCancel(f, nil),
+		pay.NewCmdPay(f, nil), fund.NewCmdFund(f, nil), usage.NewCmdUsage(f, nil),
 		history.NewCmdHistory(f, nil), audit.NewCmdAudit(f, nil), serve.NewCmdServe(f, nil)} {
 		c.GroupID = "operate"
 		root.AddCommand(c)

@@ -17,5 +17,5 @@ const ExitCodeHelp = `Exit codes:
   0  success; the request was admitted
   1  error (bad input in a file, an unknown resource or user, the cluster or data file unavailable)
   2  usage error (a bad command line: unknown command or flag, a malformed argument)
-  3  denied by a limit (acquire, pay: nothing was taken or paid)
+  3  denied by a limit (acquire, reserve, pay: nothing was taken, held or paid)
   4  audit found a user over its limit in a window or in flight`
