@@ -208,6 +208,49 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	return d, err
 }
 
+// Charge records req.Amount units of r for req.User as a cost already
+// incurred, such as the tokens of an LLM call known once it answered: it is
+// never denied for the limit. When fewer units remain, it takes what remains
+// (TigerBeetle's balancing debit), so that later decisions are denied until
+// units return; it never takes more than the limit, so the user's window
+// never holds more than the limit, and nothing is lowered for good: the
+// units return one window later, as every decision's do.
+//
+// The Decision is Allowed; Remaining is what is left after it (0 when the
+// charge took all that remained, so a charge cut short says Remaining 0).
+// req.ID makes a charge exactly once, as for Acquire.
+func (c *Client) Charge(ctx context.Context, r Resource, req Request) (Decision, error) {
+	if err := validPart(r, &req); err != nil {
+		return Decision{}, err
+	}
+	start := c.observeStart()
+	parts := []Part{{Resource: r, Request: req}}
+	u := c.users.get(r, req.User)
+	if req.Limit != 0 {
+		if err := c.plan(ctx, u, &parts[0]); err != nil {
+			return Decision{}, err
+		}
+	}
+	// What a charge takes depends on what remained: a view that does not
+	// know it reads the account after the charge, to answer Remaining.
+	u.lock()
+	known := u.v.complete()
+	u.mu.Unlock()
+	o := c.newOp()
+	o.exact, o.key = c.exact || !known, req.ID
+	t := newHold(r, u.id, req.Amount, tb.TransferFlags{BalancingDebit: true})
+	if !req.ID.IsZero() {
+		t.ID = req.ID.tb()
+	}
+	t.UserData64 = req.Ref
+	o.hold(t, u)
+	ds, err := c.decide(ctx, o, parts)
+	d := first(ds)
+	c.freeOp(o)
+	c.observe(start, parts, []Decision{d}, err)
+	return d, err
+}
+
 // validPart checks r and req, and puts req.User in its normal form.
 func validPart(r Resource, req *Request) error {
 	if err := r.Validate(); err != nil {

@@ -353,7 +353,13 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 		switch classify(s.Status) {
 		case outAdmitted:
 			u.v.provisioned = true
-			u.v.admitted(amount, s.Timestamp)
+			if flags.BalancingDebit {
+				// A charge (Client.Charge) took at most what remained:
+				// what the view knows remained, else it no longer knows.
+				amount = u.v.charged(amount, s.Timestamp)
+			} else {
+				u.v.admitted(amount, s.Timestamp)
+			}
 			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 		case outDenied:
 			u.v.denied(amount, s.Timestamp, now)

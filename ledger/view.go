@@ -232,6 +232,18 @@ func (v *view) admitted(amount, t uint64) {
 	}
 }
 
+// charged returns how many of amount units a balancing hold at t took:
+// what remained, as far as the view knows. A view that does not know every
+// unit goes stale: it may count the hold as more than it took, and it does
+// not deny on its word until a read.
+func (v *view) charged(amount, t uint64) uint64 {
+	if !v.complete() {
+		v.stale = true
+		return amount
+	}
+	return min(amount, v.available(t))
+}
+
 // denied records that the cluster denied amount units at t (local time
 // now). A denial the view predicted confirms it: the user may be denied
 // locally for a while. One it did not predict means another process holds
