@@ -178,3 +178,47 @@ func TestReserveCommitNeverBurnsTheLimit(t *testing.T) {
 		}
 	})
 }
+
+// A reservation under a request ID is made once: a later Reserve under the
+// ID answers it again, one of another amount is ErrIDReused, and
+// ReservationFor finds it by the ID, after a denial under it too.
+func TestReservationUnderAnID(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 10, Lazy: true})
+		id := ledger.KeyID(b.Key("call-1"))
+		first, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 4, ID: id})
+		if err != nil || !first.OK() {
+			t.Fatalf("Reserve(4) under %s = %+v, %v; want reserved", id, first.Decision(), err)
+		}
+		again, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 4, ID: id})
+		if err != nil || !again.OK() || again.Hold() != first.Hold() || again.Decision().Remaining != 6 {
+			t.Fatalf("Reserve(4) again = %+v, %v; want the same reservation, 6 left", again.Decision(), err)
+		}
+		if _, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 3, ID: id}); !errors.Is(err, ledger.ErrIDReused) {
+			t.Fatalf("Reserve(3) under the ID of a reservation of 4 = %v, want ErrIDReused", err)
+		}
+		found, err := c.ReservationFor(ctx, r, id)
+		if err != nil || found.Hold() != first.Hold() {
+			t.Fatalf("ReservationFor(%s) = %v, %v; want hold %s", id, found, err, first.Hold())
+		}
+		if _, err := c.ReservationFor(ctx, r, ledger.KeyID(b.Key("never"))); !errors.Is(err, ledger.ErrUnknownReservation) {
+			t.Fatalf("ReservationFor(an ID never used) = %v, want ErrUnknownReservation", err)
+		}
+		// Denied first, then admitted under the same ID: found by the ID.
+		late := ledger.KeyID(b.Key("call-2"))
+		if rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 7, ID: late}); err != nil || rv.OK() {
+			t.Fatalf("Reserve(7) with 6 left = %+v, %v; want denied", rv, err)
+		}
+		if err := first.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rv, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 7, ID: late})
+		if err != nil || !rv.OK() {
+			t.Fatalf("Reserve(7) once 10 are left = %+v, %v; want reserved", rv, err)
+		}
+		found, err = c.ReservationFor(ctx, r, late)
+		if err != nil || found.Hold() != rv.Hold() {
+			t.Fatalf("ReservationFor(%s) = %v, %v; want hold %s", late, found, err, rv.Hold())
+		}
+	})
+}

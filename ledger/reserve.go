@@ -116,6 +116,24 @@ func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Transfer, 
 	return tb.Transfer{}, fmt.Errorf("ledger: the hold admitted under %s was not found", key)
 }
 
+// ReservationFor returns the reservation made on r under request ID id
+// (Request.ID of the Reserve that made it), as Reservation finds one by its
+// hold: ErrUnknownReservation when none was made, or when only denied.
+func (c *Client) ReservationFor(ctx context.Context, r Resource, id ID) (*Reservation, error) {
+	rv, err := c.Reservation(ctx, id) // the hold is named id, unless an attempt under it was denied first
+	if !errors.Is(err, ErrUnknownReservation) {
+		return rv, err
+	}
+	held, err := c.heldFor(ctx, r, id)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: none made under %s", ErrUnknownReservation, id)
+	}
+	return c.Reservation(ctx, fromTB(held.ID))
+}
+
 // OK reports whether the units were reserved.
 func (r *Reservation) OK() bool { return r.d.Allowed }
 
