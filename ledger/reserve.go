@@ -360,6 +360,10 @@ func (c *Client) transferExists(ctx context.Context, id ID) (bool, error) {
 	return len(ts) > 0, err
 }
 
+// Amount is how many units the reservation holds (or held, once ended):
+// the most a Commit may keep.
+func (r *Reservation) Amount() uint64 { return r.amount() }
+
 // amount is how many units the reservation holds.
 func (r *Reservation) amount() uint64 {
 	n, _ := u64(r.t.Amount)

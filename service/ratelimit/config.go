@@ -90,6 +90,22 @@ type Rule struct {
 	Replaces []string
 	// ShadowMode rules decide and record, but always answer OK.
 	ShadowMode bool
+	// ChargeAfter rules take hits that are costs already incurred (an LLM
+	// call's tokens, sent once its response ended): recorded even past the
+	// limit, taking what remains when less, so that the checks that follow
+	// (hits_addend 0) answer OVER_LIMIT until units return. A descriptor
+	// whose hits_addend is 0 is the check before the call.
+	ChargeAfter bool
+	// ReserveKey and SettleKey pair a call's check with its charge: a
+	// descriptor with an entry ReserveKey is the check, which holds its hits
+	// (the most the call may cost) under the entry's value, the request's ID;
+	// one with an entry SettleKey is the charge, which settles the hold made
+	// under its value to its hits (kept for the rest of the window, the rest
+	// given back; more than was held is charged as ChargeAfter does). A
+	// charge whose check is unknown is a ChargeAfter charge. Either both are
+	// set or neither; the entries are not matched against the rule's
+	// levels.
+	ReserveKey, SettleKey string
 	// DetailedMetric and ValueToMetric put request values in metric names.
 	DetailedMetric bool
 	// File and Line say where the rule was defined.
@@ -126,6 +142,7 @@ type entry struct {
 // envoyproxy/ratelimit's format. It is immutable.
 type Config struct {
 	domains map[string]*level
+	idKeys  map[string]map[string]bool // by domain: the entry keys that name requests (ReserveKey, SettleKey)
 	rules   []*Rule
 	files   []string
 	digest  [32]byte // of the files' names and contents (see digestOf)
@@ -190,10 +207,20 @@ func configFiles(path string) ([]string, error) {
 
 // ParseConfig parses the files named in order, whose contents srcs holds.
 func ParseConfig(files []string, srcs map[string][]byte) (*Config, error) {
-	c := &Config{domains: map[string]*level{}, files: slices.Clone(files), digest: digestOf(files, srcs)}
+	c := &Config{domains: map[string]*level{}, idKeys: map[string]map[string]bool{}, files: slices.Clone(files), digest: digestOf(files, srcs)}
 	for _, f := range files {
 		if err := c.parseFile(f, srcs[f]); err != nil {
 			return nil, err
+		}
+	}
+	// The entries that name requests are taken out of every descriptor of
+	// their domain before matching: no rule of it may match on their keys.
+	for _, r := range c.rules {
+		for k := range c.idKeys[r.Domain] {
+			if strings.Contains(r.spec, "\x00"+k+"\x01") {
+				return nil, fmt.Errorf("%w: %w", ErrConfig, yamlpos.AtLine(r.File, r.Line,
+					"this rule's descriptors use key %q, which names a request in domain %q (reserve_key or settle_key)", k, r.Domain))
+			}
 		}
 	}
 	return c, nil
@@ -333,9 +360,10 @@ var (
 	rootKeys       = map[string]bool{"domain": true, "descriptors": true}
 	descriptorKeys = map[string]bool{"key": true, "value": true, "rate_limit": true, "descriptors": true,
 		"shadow_mode": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true}
-	rateLimitKeys = map[string]bool{"unit": true, "requests_per_unit": true, "unlimited": true, "name": true, "replaces": true}
-	replacesKeys  = map[string]bool{"name": true}
-	unsupported   = map[string]string{
+	rateLimitKeys = map[string]bool{"unit": true, "requests_per_unit": true, "unlimited": true, "name": true, "replaces": true,
+		"charge_after": true, "reserve_key": true, "settle_key": true}
+	replacesKeys = map[string]bool{"name": true}
+	unsupported  = map[string]string{
 		"quota_mode": "quota_mode is not supported by tblimit serve (every rule enforces, or is in shadow_mode)",
 		"metadata":   "metadata is not supported by tblimit serve",
 	}
@@ -587,9 +615,54 @@ func (p *parser) rateLimit(n *yaml.Node, key, spec string, shared []bool, shadow
 		}
 		r.Replaces = append(r.Replaces, name)
 	}
+	if err := p.costAfter(r, n, f, spec); err != nil {
+		return nil, err
+	}
 	r.spec = spec + "\x00" + r.Unit.String()
 	p.c.rules = append(p.c.rules, r)
 	return r, nil
+}
+
+// costAfter reads the keys of a rule whose costs are known after the call
+// (charge_after, reserve_key and settle_key) from f, the fields of its
+// rate_limit block n, and refuses those it cannot take; spec is the rule's
+// levels.
+func (p *parser) costAfter(r *Rule, n *yaml.Node, f map[string]*yaml.Node, spec string) error {
+	var err error
+	if r.ChargeAfter, err = scalarBool(p.file, f["charge_after"]); err != nil {
+		return err
+	}
+	if r.ReserveKey, err = scalarString(p.file, f["reserve_key"]); err != nil {
+		return err
+	}
+	if r.SettleKey, err = scalarString(p.file, f["settle_key"]); err != nil {
+		return err
+	}
+	paired := r.ReserveKey != "" || r.SettleKey != ""
+	switch {
+	case r.Unlimited && r.ChargeAfter:
+		return at(p.file, f["charge_after"], "charge_after needs a limit: an unlimited rule records no hits")
+	case r.Unlimited && paired:
+		return at(p.file, cmpNode(f["reserve_key"], f["settle_key"]), "reserve_key and settle_key need a limit: an unlimited rule holds nothing")
+	case !paired:
+		return nil
+	case r.ReserveKey == "" || r.SettleKey == "":
+		return at(p.file, cmpNode(f["reserve_key"], f["settle_key"]), "reserve_key and settle_key go together: the check holds under one, the charge settles under the other")
+	case r.ReserveKey == r.SettleKey:
+		return at(p.file, f["settle_key"], "settle_key %q is reserve_key too: the check and the charge need entries of their own", r.SettleKey)
+	}
+	for _, k := range []string{r.ReserveKey, r.SettleKey} {
+		if strings.Contains(spec, "\x00"+k+"\x01") {
+			return at(p.file, n, "%q is a key of this rule's own descriptors: a request's ID needs an entry of its own", k)
+		}
+	}
+	ids := p.c.idKeys[p.domain]
+	if ids == nil {
+		ids = map[string]bool{}
+		p.c.idKeys[p.domain] = ids
+	}
+	ids[r.ReserveKey], ids[r.SettleKey] = true, true
+	return nil
 }
 
 // yamlUint32 reads a plain (unquoted) integer as envoyproxy/ratelimit's

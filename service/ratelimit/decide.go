@@ -24,7 +24,12 @@ type item struct {
 	user   string
 	metric string
 	hits   uint64 // 0: check only (a descriptor's own hits_addend of 0)
-	part   int    // its index in the chain; or partNone, partRefused, partCheck
+	part   int    // its index in the chain; or partNone, partRefused, partCheck, partReserve, partAfter
+	// cost is how its hits count: taken (the default), a charge after the
+	// call, or the check (reserve) or charge (settle) of a pair named by
+	// reqID.
+	cost  cost
+	reqID string
 	// Once settled: what its rule made of it, and how much of that its
 	// status tells.
 	d      ledger.Decision
@@ -36,6 +41,19 @@ const (
 	partNone    = -1 // no rule limits it (none met, unlimited, replaced)
 	partRefused = -2 // refused without the cluster: its hits can never fit (a limit of 0, or under the hits), or a check found it at its limit
 	partCheck   = -3 // check only: read, nothing taken
+	partReserve = -4 // a paired check: held under its request's ID, before the chain
+	partAfter   = -5 // a charge after the call, or the settling of a paired check: never refuses
+)
+
+// cost is how a descriptor's hits count (see Rule.ChargeAfter,
+// Rule.ReserveKey).
+type cost uint8
+
+const (
+	costTake    cost = iota // taken if they fit, else the request is refused
+	costCharge              // costs already incurred: recorded, past the limit too
+	costReserve             // a paired check: held under the request's ID
+	costSettle              // a paired charge: settles the hold made under the request's ID
 )
 
 // detail is how much of what its rule made of a descriptor its status
@@ -112,13 +130,32 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 	if err != nil {
 		return nil, err
 	}
+	// Costs already incurred are recorded first, whatever the rest of the
+	// request: they never refuse it, and the checks that follow see them.
+	if err := s.after(ctx, items); err != nil {
+		return nil, err
+	}
 	if err := s.check(ctx, items); err != nil {
 		return nil, err
 	}
 	if s.refusedLocally(items) {
 		return s.answer(items, recipes.NewResult(false, ledger.LimitExceeded, nil)), nil
 	}
+	held, refused, err := s.reserve(ctx, items)
+	if err != nil || refused {
+		if err == nil {
+			s.notAsked(items)
+		}
+		s.release(held)
+		if err != nil {
+			return nil, err
+		}
+		return s.answer(items, recipes.NewResult(false, ledger.LimitExceeded, nil)), nil
+	}
 	res, err := s.chain(ctx, items)
+	if err != nil || !res.Allowed {
+		s.release(held) // all or nothing: the chain refused, so the checks hold nothing
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +242,19 @@ func (s *Service) refusedLocally(items []item) bool {
 	if !refused {
 		return false
 	}
+	s.notAsked(items)
+	return true
+}
+
+// notAsked settles the descriptors of a refused request that were not
+// asked, since another refused: they report their limit only.
+func (s *Service) notAsked(items []item) {
 	for i := range items {
-		if it := &items[i]; it.part >= 0 {
-			s.settle(it, ledger.Decision{Limit: uint64(it.limit)}, detailLimit) // not asked: another refused
+		if it := &items[i]; it.part >= 0 || it.part == partReserve {
+			it.part = partNone
+			s.settle(it, ledger.Decision{Limit: uint64(it.limit)}, detailLimit)
 		}
 	}
-	return true
 }
 
 // chain decides the descriptors that are in the chain (part 0) as one, a

@@ -203,10 +203,19 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 	for i, d := range req.GetDescriptors() {
 		it := &items[i]
 		it.part = partNone
-		entries := make([]Entry, len(d.GetEntries()))
+		entries := make([]Entry, 0, len(d.GetEntries()))
+		var named []Entry // entries that name the request (Rule.ReserveKey, SettleKey)
+		for _, e := range d.GetEntries() {
+			en := Entry{Key: e.GetKey(), Value: e.GetValue()}
+			if ids := st.cfg.idKeys[req.GetDomain()]; ids[en.Key] {
+				named = append(named, en)
+				continue
+			}
+			entries = append(entries, en)
+		}
 		values := make([]string, len(entries))
-		for j, e := range d.GetEntries() {
-			entries[j], values[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}, e.GetValue()
+		for j, en := range entries {
+			values[j] = en.Value
 		}
 		it.hits = max(uint64(req.GetHitsAddend()), 1)
 		if h := d.GetHitsAddend(); h != nil {
@@ -236,6 +245,9 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 			continue
 		}
 		it.rule, it.limit = st.rules[m.rule], m.rule.RequestsPerUnit
+		if err := it.costOf(named); err != nil {
+			return nil, err
+		}
 	}
 	for i := range items {
 		it := &items[i]
@@ -243,15 +255,53 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 		case it.rule == nil || it.rule.Unlimited:
 		case it.rule.Name != "" && replaced[it.rule.Name]:
 			it.rule = nil
+		case it.cost == costSettle, it.cost == costCharge && it.hits > 0:
+			it.part = partAfter
 		case it.hits == 0:
 			it.part = partCheck
 		case it.limit == 0 || it.hits > uint64(it.limit):
 			it.part = partRefused
+		case it.cost == costReserve:
+			it.part = partReserve
 		default:
 			it.part = 0
 		}
 	}
 	return items, nil
+}
+
+// costOf sets how its hits count under its rule, from the entries of its
+// descriptor that name a request: a rule that pairs checks with charges
+// needs exactly one, its check's or its charge's.
+func (it *item) costOf(named []Entry) error {
+	r := it.rule.Rule
+	if r.ChargeAfter {
+		it.cost = costCharge
+	}
+	if r.ReserveKey == "" {
+		return nil
+	}
+	for _, en := range named {
+		switch en.Key {
+		case r.ReserveKey:
+			it.cost = costReserve
+		case r.SettleKey:
+			it.cost = costSettle
+		default:
+			continue
+		}
+		if it.reqID != "" {
+			return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s names its request twice (entries %q and %q): want one", r.Key, r.ReserveKey, r.SettleKey)
+		}
+		if it.reqID = en.Value; it.reqID == "" {
+			return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s has an empty request ID in entry %q", r.Key, en.Key)
+		}
+	}
+	if it.reqID == "" {
+		return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s names no request: rule %s:%d pairs a call's check (entry %q) with its charge (entry %q) by the request's ID",
+			r.Key, r.File, r.Line, r.ReserveKey, r.SettleKey)
+	}
+	return nil
 }
 
 // override is the rule of a descriptor that carries its own limit (Envoy's
