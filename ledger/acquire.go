@@ -208,6 +208,16 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	return d, err
 }
 
+// Charged is the answer to Charge: its Decision (Allowed, with Remaining
+// what is left after it) and how many units it took.
+type Charged struct {
+	Decision
+	// Taken is req.Amount, or what remained when less: what the record
+	// shows. A caller that must not forget the rest (a debt to charge
+	// before it admits more) keeps req.Amount − Taken.
+	Taken uint64
+}
+
 // Charge records req.Amount units of r for req.User as a cost already
 // incurred, such as the tokens of an LLM call known once it answered: it is
 // never denied for the limit. When fewer units remain, it takes what remains
@@ -216,19 +226,33 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 // never holds more than the limit, and nothing is lowered for good: the
 // units return one window later, as every decision's do.
 //
-// The Decision is Allowed; Remaining is what is left after it (0 when the
-// charge took all that remained, so a charge cut short says Remaining 0).
-// req.ID makes a charge exactly once, as for Acquire.
-func (c *Client) Charge(ctx context.Context, r Resource, req Request) (Decision, error) {
+// The Decision is Allowed, and Remaining is what is left after it (0 when
+// the charge took all that remained). req.ID makes a charge exactly once,
+// as for Acquire. A charge that left nothing reads what it took from the
+// cluster: one request more, only then.
+func (c *Client) Charge(ctx context.Context, r Resource, req Request) (Charged, error) {
+	return c.ChargeUntil(ctx, r, req, time.Time{})
+}
+
+// ChargeUntil is Charge for a cost incurred earlier, which the record could
+// not hold then: its units return at until (rounded up to a whole second,
+// one more on a remote cluster, and at most one window from now), not one
+// window from now. An until that has passed charges nothing, and says all
+// was taken: those units would have returned already. Charge is ChargeUntil
+// with a zero until.
+func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until time.Time) (Charged, error) {
 	if err := validPart(r, &req); err != nil {
-		return Decision{}, err
+		return Charged{}, err
+	}
+	if !until.IsZero() && c.clusterNow() >= uint64(until.UnixNano()) {
+		return Charged{Decision: Decision{Allowed: true, Reason: Admitted}, Taken: req.Amount}, nil
 	}
 	start := c.observeStart()
 	parts := []Part{{Resource: r, Request: req}}
 	u := c.users.get(r, req.User)
 	if req.Limit != 0 {
 		if err := c.plan(ctx, u, &parts[0]); err != nil {
-			return Decision{}, err
+			return Charged{}, err
 		}
 	}
 	// What a charge takes depends on what remained: a view that does not
@@ -239,6 +263,9 @@ func (c *Client) Charge(ctx context.Context, r Resource, req Request) (Decision,
 	o := c.newOp()
 	o.exact, o.key = c.exact || !known, req.ID
 	t := newHold(r, u.id, req.Amount, tb.TransferFlags{BalancingDebit: true})
+	if !until.IsZero() {
+		t.Timeout = c.secondsUntil(uint64(until.UnixNano()), t.Timeout)
+	}
 	if !req.ID.IsZero() {
 		t.ID = req.ID.tb()
 	}
@@ -246,9 +273,36 @@ func (c *Client) Charge(ctx context.Context, r Resource, req Request) (Decision,
 	o.hold(t, u)
 	ds, err := c.decide(ctx, o, parts)
 	d := first(ds)
+	hold := o.chain[o.first()].ID
 	c.freeOp(o)
 	c.observe(start, parts, []Decision{d}, err)
-	return d, err
+	out := Charged{Decision: d, Taken: req.Amount}
+	if err != nil || d.Remaining > 0 {
+		return out, err
+	}
+	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{hold})
+	if err != nil {
+		return out, &attemptError{id: d.ID, err: err} // recorded: a retry under its ID is safe
+	}
+	if len(ts) == 1 {
+		out.Taken, _ = u64(ts[0].Amount)
+	}
+	return out, nil
+}
+
+// secondsUntil is the timeout that holds units from now until the cluster
+// time until: whole seconds rounded up, one more on a remote cluster (whose
+// clock this Client estimates from below), from 1 to most.
+func (c *Client) secondsUntil(until uint64, most uint32) uint32 {
+	now := c.clusterNow()
+	if now >= until {
+		return 1
+	}
+	secs := (until - now + uint64(time.Second) - 1) / uint64(time.Second)
+	if !c.conn.InProcess() {
+		secs++
+	}
+	return uint32(max(1, min(secs, uint64(most))))
 }
 
 // validPart checks r and req, and puts req.User in its normal form.

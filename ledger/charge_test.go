@@ -15,7 +15,7 @@ import (
 func TestChargeTakesWhatRemains(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 100, Lazy: true})
-		charge := func(n uint64) ledger.Decision {
+		charge := func(n uint64) ledger.Charged {
 			t.Helper()
 			d, err := c.Charge(ctx, r, ledger.Request{User: "u", Amount: n})
 			if err != nil || !d.Allowed {
@@ -23,17 +23,17 @@ func TestChargeTakesWhatRemains(t *testing.T) {
 			}
 			return d
 		}
-		if d := charge(60); d.Remaining != 40 || d.Limit != 100 {
-			t.Fatalf("Charge(60) of 100 = %+v, want 40 remaining", d)
+		if d := charge(60); d.Remaining != 40 || d.Limit != 100 || d.Taken != 60 {
+			t.Fatalf("Charge(60) of 100 = %+v, want 60 taken, 40 remaining", d)
 		}
-		if d := charge(70); d.Remaining != 0 {
-			t.Fatalf("Charge(70) with 40 left = %+v, want 0 remaining (cut to 40)", d)
+		if d := charge(70); d.Remaining != 0 || d.Taken != 40 {
+			t.Fatalf("Charge(70) with 40 left = %+v, want 40 taken, 0 remaining", d)
 		}
 		if u := inspect(t, c, r, "u"); u.Limit != 100 || u.InFlight != 100 || u.Available != 0 {
 			t.Fatalf("after charging 130 of 100: %+v; want 100 in flight, none available, the limit untouched", u)
 		}
-		if d := charge(5); d.Remaining != 0 {
-			t.Fatalf("Charge(5) with none left = %+v, want recorded with 0 remaining", d)
+		if d := charge(5); d.Remaining != 0 || d.Taken != 0 {
+			t.Fatalf("Charge(5) with none left = %+v, want recorded, none taken, 0 remaining", d)
 		}
 		if d := acquire(t, c, r, "u", 1); d.Allowed {
 			t.Fatalf("Acquire(1) after the charges = %+v, want denied", d)
@@ -43,7 +43,7 @@ func TestChargeTakesWhatRemains(t *testing.T) {
 		}
 		// Another Client, which knows nothing of u, sees the same.
 		other := ledger.New(b.Client)
-		if d, err := other.Charge(ctx, r, ledger.Request{User: "u", Amount: 3}); err != nil || !d.Allowed || d.Remaining != 0 {
+		if d, err := other.Charge(ctx, r, ledger.Request{User: "u", Amount: 3}); err != nil || !d.Allowed || d.Remaining != 0 || d.Taken != 0 {
 			t.Fatalf("Charge(3) from another Client = %+v, %v; want recorded, 0 remaining", d, err)
 		}
 		if d, err := other.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1}); err != nil || d.Allowed {

@@ -331,16 +331,8 @@ func (r *Reservation) rest() uint32 {
 	if r.heldAt == 0 {
 		return r.t.Timeout
 	}
-	expires := r.heldAt + uint64(r.t.Timeout)*uint64(time.Second)
-	now := max(r.c.clusterNow(), r.heldAt)
-	if now >= expires {
-		return 1 // expired, or about to: the void says which
-	}
-	secs := (expires - now + uint64(time.Second) - 1) / uint64(time.Second)
-	if !r.c.conn.InProcess() {
-		secs++
-	}
-	return uint32(min(secs, uint64(r.t.Timeout)))
+	// Expired, or about to, is 1: the void says which.
+	return r.c.secondsUntil(r.heldAt+uint64(r.t.Timeout)*uint64(time.Second), r.t.Timeout)
 }
 
 // chainError is the error of the first event of a failed chain that failed

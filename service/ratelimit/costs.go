@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
@@ -39,7 +41,7 @@ func (s *Service) after(ctx context.Context, items []item) error {
 		if it.cost == costSettle {
 			d, err = s.settlePair(ctx, it)
 		} else {
-			d, err = s.c.Charge(ctx, it.rule.res, it.request(it.hits, ledger.ID{}))
+			d, err = s.settleCheck(ctx, it)
 		}
 		if err != nil {
 			return err
@@ -90,7 +92,119 @@ func (s *Service) chargePart(ctx context.Context, it *item, n uint64, suffix str
 	if n == 0 {
 		return settled, nil
 	}
-	return s.c.Charge(ctx, it.rule.res, it.request(n, it.pairID(suffix)))
+	return s.charge(ctx, it, n, it.pairID(suffix))
+}
+
+// charge records n of its hits as a cost already incurred (named id, if
+// not zero); what found nothing left to take is its user's debt.
+func (s *Service) charge(ctx context.Context, it *item, n uint64, id ledger.ID) (ledger.Decision, error) {
+	ch, err := s.c.Charge(ctx, it.rule.res, it.request(n, id))
+	if err != nil {
+		return ledger.Decision{}, err
+	}
+	// What it found no room for counts until the charge's window ends.
+	until := time.Unix(0, int64(ch.Timestamp)).Add(it.rule.res.Window)
+	s.debts.add(it.debtKey(), n-min(n, ch.Taken), until)
+	return ch.Decision, nil
+}
+
+// payDebts charges the debts of the users of the checks among items
+// before they are checked: a check then finds nothing left while a debt is
+// unpaid, and the calls after a charge that went past the limit wait until
+// what it cost has returned, not only what it found. Checks of one user
+// pay its debt one at a time, so that none is answered while another pays.
+func (s *Service) payDebts(ctx context.Context, items []item) error {
+	for i := range items {
+		it := &items[i]
+		if it.part != partCheck && it.part != partReserve || it.cost == costTake {
+			continue
+		}
+		if err := s.debts.pay(it.debtKey(), func(owed uint64, until time.Time) (uint64, error) {
+			ch, err := s.c.ChargeUntil(ctx, it.rule.res, it.request(owed, ledger.ID{}), until)
+			return ch.Taken, err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// debtKey names its rule and user among debts.
+func (it *item) debtKey() string { return it.rule.spec + "\x00" + it.user }
+
+// debts are the hits of charges that found less left than they cost, by
+// rule and user: each server keeps its own, in memory, and charges them
+// before it answers that user's next check, held until the window of the
+// charge that owed them ends (ledger.Client.ChargeUntil), so that the record
+// counts them in the windows they were used in, as soon as it has room. A
+// debt whose window has passed is forgotten. At most maxDebts users owe at
+// once; a debt beyond them is forgotten too (the record, which never holds
+// more than the limit, is then all that holds the user back).
+type debts struct {
+	mu sync.Mutex
+	m  map[string]*debt
+}
+
+// debt is what one user owes, until when; its mutex is held while it is
+// paid.
+type debt struct {
+	mu    sync.Mutex
+	owed  uint64
+	until time.Time // the latest end of the windows of the charges that owe it
+}
+
+const maxDebts = 1 << 16
+
+func (d *debts) add(key string, n uint64, until time.Time) {
+	if n == 0 {
+		return
+	}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]*debt{}
+	}
+	e := d.m[key]
+	if e == nil && len(d.m) < maxDebts {
+		e = &debt{}
+		d.m[key] = e
+	}
+	d.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		e.owed += n
+		if until.After(e.until) {
+			e.until = until
+		}
+		e.mu.Unlock()
+	}
+}
+
+// pay pays key's debt, if any, with charge, which returns what it took of
+// what is owed until when; what it did not take is still owed.
+func (d *debts) pay(key string, charge func(owed uint64, until time.Time) (uint64, error)) error {
+	d.mu.Lock()
+	e := d.m[key]
+	d.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.owed == 0 {
+		return nil
+	}
+	taken, err := charge(e.owed, e.until)
+	if err != nil {
+		return err
+	}
+	if e.owed -= min(e.owed, taken); e.owed == 0 {
+		d.mu.Lock()
+		if d.m[key] == e {
+			delete(d.m, key)
+		}
+		d.mu.Unlock()
+	}
+	return nil
 }
 
 // reserve holds the hits of the paired checks among items, each under its
@@ -103,7 +217,11 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 			continue
 		}
 		it.part = partNone
-		rv, err := s.c.Reserve(ctx, it.rule.res, it.request(it.hits, it.pairID("")))
+		req := it.request(it.hits, it.pairID(""))
+		if it.cost == costCharge {
+			req = it.request(it.rule.estimate.get(), ledger.ID{})
+		}
+		rv, err := s.c.Reserve(ctx, it.rule.res, req)
 		switch {
 		case errors.Is(err, ledger.ErrIDReused):
 			// Held already under the ID, for other hits: a check sent again.
@@ -117,9 +235,96 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 		}
 		if rv.OK() {
 			held = append(held, rv)
+			if it.cost == costCharge {
+				s.provisional.push(it.debtKey(), rv)
+			}
 		}
 	}
 	return held, false, nil
+}
+
+// settleCheck records the charge after a call: it settles the oldest hold
+// that a check of its user made in this server (the check before the call,
+// most likely) to its hits, and charges what that hold did not cover. A
+// charge with no such hold is charged whole. Each charge teaches its rule
+// what calls cost lately.
+func (s *Service) settleCheck(ctx context.Context, it *item) (ledger.Decision, error) {
+	it.rule.estimate.add(it.hits)
+	rv := s.provisional.pop(it.debtKey())
+	if rv == nil {
+		return s.charge(ctx, it, it.hits, ledger.ID{})
+	}
+	held := rv.Amount()
+	switch err := rv.CommitN(ctx, min(it.hits, held)); {
+	case errors.Is(err, ledger.ErrReservationExpired), errors.Is(err, ledger.ErrReservationEnded):
+		return s.charge(ctx, it, it.hits, ledger.ID{}) // expired, or released: nothing covers the call
+	case err != nil:
+		return ledger.Decision{}, err
+	}
+	if excess := it.hits - min(it.hits, held); excess > 0 {
+		return s.charge(ctx, it, excess, ledger.ID{})
+	}
+	return ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}, nil
+}
+
+// provisional are the holds that checks before calls made, by rule and
+// user, oldest first, until the charges after the calls settle them. A hold
+// whose charge comes to another server, or never, returns with its window.
+type provisional struct {
+	mu sync.Mutex
+	m  map[string][]*ledger.Reservation
+}
+
+// maxProvisional bounds the holds kept for one user: past it, the oldest
+// is left to its window.
+const maxProvisional = 4096
+
+func (p *provisional) push(key string, rv *ledger.Reservation) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string][]*ledger.Reservation{}
+	}
+	q := p.m[key]
+	if len(q) >= maxProvisional {
+		q = q[1:]
+	}
+	p.m[key] = append(q, rv)
+}
+
+func (p *provisional) pop(key string) *ledger.Reservation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.m[key]
+	if len(q) == 0 {
+		return nil
+	}
+	rv := q[0]
+	if q[0] = nil; len(q) == 1 {
+		delete(p.m, key)
+	} else {
+		p.m[key] = q[1:]
+	}
+	return rv
+}
+
+// estimate is what a rule's calls cost lately: a moving average of its
+// charges (an eighth of each new one), 1 before the first.
+type estimate struct{ avg atomic.Uint64 }
+
+func (e *estimate) get() uint64 { return max(e.avg.Load(), 1) }
+
+func (e *estimate) add(n uint64) {
+	for {
+		old := e.avg.Load()
+		next := n
+		if old != 0 {
+			next = old - old/8 + n/8
+		}
+		if e.avg.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // release gives back what the checks of a refused request held.

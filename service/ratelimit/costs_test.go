@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/testenv"
 )
 
@@ -22,9 +24,9 @@ func hits(n uint64, d *rlcommon.RateLimitDescriptor) *rlcommon.RateLimitDescript
 func remaining(r *rls.RateLimitResponse) uint32 { return r.GetStatuses()[0].GetLimitRemaining() }
 
 // Check then charge, as AI gateways do it: the check (hits_addend 0) before
-// the call, the call's tokens charged after it. A charge is recorded even
-// past the limit, so the checks that follow are refused until the tokens
-// return.
+// the call holds what the rule's calls cost lately, and the call's tokens
+// charged after it settle that hold. A charge is recorded even past the
+// limit, so the checks that follow are refused until the tokens return.
 func TestChargeAfterIsNeverLost(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		e := start(t, b, nil, `
@@ -33,38 +35,43 @@ descriptors:
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 1000, charge_after: true}
 `)
-		check := func() string { return codesOf(e.ask(hits(0, desc("user", "alice")))) }
-		if got := check(); got != "OK: OK" {
-			t.Fatalf("check with all 1000 left = %s, want OK", got)
+		check := func(user string) *rls.RateLimitResponse { return e.ask(hits(0, desc("user", user))) }
+		if r := check("alice"); codesOf(r) != "OK: OK" || remaining(r) != 999 {
+			t.Fatalf("first check = %s, %d left; want OK, holding 1 (no call has cost anything yet)", codesOf(r), remaining(r))
 		}
-		if r := e.ask(hits(700, desc("user", "alice"))); codesOf(r) != "OK: OK" || remaining(r) != 300 {
-			t.Fatalf("charge 700 = %s, %d left; want OK, 300 left", codesOf(r), remaining(r))
+		if r := e.ask(hits(600, desc("user", "alice"))); codesOf(r) != "OK: OK" || remaining(r) != 400 {
+			t.Fatalf("charge 600 = %s, %d left; want OK, 400 left", codesOf(r), remaining(r))
 		}
-		if got := check(); got != "OK: OK" {
-			t.Fatalf("check with 300 left = %s, want OK", got)
+		// Calls cost 600 lately: a check holds 600 until its charge.
+		if r := check("alice"); codesOf(r) != "OVER_LIMIT: OVER_LIMIT" {
+			t.Fatalf("check with 400 left when calls cost 600 = %s, want OVER_LIMIT", codesOf(r))
 		}
-		// More than remains: recorded, taking what remains.
+		if r := check("bob"); codesOf(r) != "OK: OK" || remaining(r) != 400 {
+			t.Fatalf("bob's check = %s, %d left; want OK, holding 600", codesOf(r), remaining(r))
+		}
+		if r := e.ask(hits(100, desc("user", "bob"))); codesOf(r) != "OK: OK" {
+			t.Fatalf("bob's charge of 100 = %s, want OK", codesOf(r))
+		}
+		res, _ := e.svc.Resource(mustRule(t, e.svc))
+		if u, err := ledger.New(b.Client, ledger.WithNow(b.Now)).Inspect(context.Background(), res, "bob"); err != nil || u.Available != 900 {
+			t.Fatalf("bob after a charge of 100 = %+v, %v; want the check's 600 settled to 100, 900 left", u, err)
+		}
+		// More than remains, with no check: recorded, taking what remains.
 		if r := e.ask(hits(1500, desc("user", "alice"))); codesOf(r) != "OK: OK" || remaining(r) != 0 {
-			t.Fatalf("charge 1500 with 300 left = %s, %d left; want recorded (OK), 0 left", codesOf(r), remaining(r))
+			t.Fatalf("charge 1500 with 400 left = %s, %d left; want recorded (OK), 0 left", codesOf(r), remaining(r))
 		}
-		if got := check(); got != "OVER_LIMIT: OVER_LIMIT" {
-			t.Fatalf("check after the limit was charged whole = %s, want OVER_LIMIT", got)
+		if r := check("alice"); codesOf(r) != "OVER_LIMIT: OVER_LIMIT" {
+			t.Fatalf("check after the limit was charged whole = %s, want OVER_LIMIT", codesOf(r))
 		}
 		if r := e.ask(hits(5, desc("user", "alice"))); codesOf(r) != "OK: OK" {
 			t.Fatalf("a charge with nothing left = %s, want OK (recorded)", codesOf(r))
 		}
-		if got := check(); got != "OVER_LIMIT: OVER_LIMIT" {
-			t.Fatalf("check = %s, want OVER_LIMIT", got)
-		}
-		if got := codesOf(e.ask(hits(0, desc("user", "bob")))); got != "OK: OK" {
-			t.Fatalf("another user's check = %s, want OK", got)
-		}
 		if b.Real {
 			return
 		}
-		b.Advance(t, time.Hour+time.Second)
-		if got := check(); got != "OK: OK" {
-			t.Fatalf("check an hour later = %s, want OK: the charges returned", got)
+		b.Advance(t, time.Hour+2*time.Second)
+		if r := check("alice"); codesOf(r) != "OK: OK" {
+			t.Fatalf("check an hour later = %s, want OK: the charges returned", codesOf(r))
 		}
 	})
 }

@@ -135,6 +135,9 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 	if err := s.after(ctx, items); err != nil {
 		return nil, err
 	}
+	if err := s.payDebts(ctx, items); err != nil {
+		return nil, err
+	}
 	if err := s.check(ctx, items); err != nil {
 		return nil, err
 	}

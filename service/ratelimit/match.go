@@ -257,6 +257,8 @@ func (s *Service) match(ctx context.Context, req *rls.RateLimitRequest) ([]item,
 			it.rule = nil
 		case it.cost == costSettle, it.cost == costCharge && it.hits > 0:
 			it.part = partAfter
+		case it.cost == costCharge:
+			it.part = partReserve // the check before a call: holds what calls cost lately (see provisional)
 		case it.hits == 0:
 			it.part = partCheck
 		case it.limit == 0 || it.hits > uint64(it.limit):

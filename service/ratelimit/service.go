@@ -42,6 +42,9 @@ type Service struct {
 
 	overridesMu sync.Mutex
 	overrides   map[string]*rule // rules of Envoy's per-descriptor limits, by spec
+
+	debts       debts       // charges past what remained, to charge before the next check
+	provisional provisional // what checks before calls hold, until the charges after them
 }
 
 // state is a configuration in force and its rules' limiters.
@@ -56,7 +59,10 @@ type rule struct {
 	*Rule
 	res     ledger.Resource
 	limiter *recipes.Limiter
-	display string // the name in RateLimit fields: Name, else Key
+	// estimate is what the rule's calls cost lately (a charge_after rule's
+	// checks hold it).
+	estimate *estimate
+	display  string // the name in RateLimit fields: Name, else Key
 }
 
 // Option configures a Service.
@@ -218,7 +224,7 @@ func (s *Service) newRule(ctx context.Context, r *Rule) (*rule, error) {
 	if display == "" {
 		display = r.Key
 	}
-	return &rule{Rule: r, res: res, limiter: l, display: display}, nil
+	return &rule{Rule: r, res: res, limiter: l, display: display, estimate: &estimate{}}, nil
 }
 
 // resourceOf is the resource of a rule spec: its name and ledger derive
