@@ -222,3 +222,47 @@ func TestReservationUnderAnID(t *testing.T) {
 		}
 	})
 }
+
+// ReserveAll holds every part or none; each part is then committed on its
+// own; a chain sent again under its request ID is the same reservations.
+func TestReserveAll(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, tokens := setup(t, b, ledger.Resource{Window: time.Minute, DefaultLimit: 10000, Lazy: true})
+		_, calls := setup(t, b, ledger.Resource{Window: time.Minute, DefaultLimit: 2, Lazy: true})
+		parts := func(max uint64, id ledger.ID) []ledger.Part {
+			return []ledger.Part{
+				{Resource: tokens, Request: ledger.Request{User: "u", Amount: max, ID: id}},
+				{Resource: calls, Request: ledger.Request{User: "u", Amount: 1}},
+			}
+		}
+		id := ledger.KeyID(b.Key("call-1"))
+		rvs, err := c.ReserveAll(ctx, parts(4000, id))
+		if err != nil || len(rvs) != 2 || !rvs[0].OK() || !rvs[1].OK() {
+			t.Fatalf("ReserveAll = %v, %v; want both reserved", rvs, err)
+		}
+		again, err := c.ReserveAll(ctx, parts(4000, id))
+		if err != nil || again[0].Hold() != rvs[0].Hold() || again[1].Hold() != rvs[1].Hold() {
+			t.Fatalf("ReserveAll again under %s = %v, %v; want the same holds", id, again, err)
+		}
+		if err := rvs[0].CommitN(ctx, 1500); err != nil {
+			t.Fatal(err)
+		}
+		if err := rvs[1].Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if u := inspect(t, c, tokens, "u"); u.InFlight != 1500 {
+			t.Fatalf("tokens after settling 4000 to 1500: %+v", u)
+		}
+		if _, err := c.ReserveAll(ctx, parts(100, ledger.ID{})); err != nil {
+			t.Fatal(err)
+		}
+		// The calls limit (2) is reached: the next chain holds nothing.
+		rvs, err = c.ReserveAll(ctx, parts(100, ledger.ID{}))
+		if err != nil || rvs[0].OK() || rvs[1].OK() || rvs[1].Decision().Reason != ledger.LimitExceeded {
+			t.Fatalf("ReserveAll past the calls limit = %v, %v; want both denied", rvs, err)
+		}
+		if u := inspect(t, c, tokens, "u"); u.InFlight != 1600 {
+			t.Fatalf("tokens after a denied chain: %+v; want 1600 in flight", u)
+		}
+	})
+}

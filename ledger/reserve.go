@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -99,6 +100,104 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		rv.t.PendingID, rv.heldAt = held.ID, held.Timestamp
 	}
 	return rv, nil
+}
+
+// ReserveAll reserves every part or none: one linked chain of holds, as
+// AcquireAll takes them, each then ended on its own by its Reservation's
+// Commit or Cancel (a call's tokens per minute, its requests per minute and
+// its daily budget, reserved at once and settled each to what the call
+// used). When a part denies, every Reservation is not OK and says why. Only
+// the first part takes a request ID, which names the chain.
+func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, error) {
+	if len(parts) == 0 || len(parts) > BatchMax {
+		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(parts))
+	}
+	parts = slices.Clone(parts)
+	for i := range parts {
+		if err := validPart(parts[i].Resource, &parts[i].Request); err != nil {
+			return nil, err
+		}
+	}
+	start := c.observeStart()
+	ds, o, err := c.acquire(ctx, parts, false, nil)
+	c.observe(start, parts, ds, err)
+	if len(ds) != len(parts) {
+		return nil, err
+	}
+	rvs := make([]*Reservation, len(parts))
+	for i, p := range parts {
+		secs, _ := WindowSeconds(p.Resource.Window)
+		u := c.users.get(p.Resource, p.Request.User)
+		rvs[i] = &Reservation{c: c, res: p.Resource, u: u, d: ds[i], t: tb.Transfer{
+			DebitAccountID:  u.id.tb(),
+			CreditAccountID: OperatorID(p.Resource.Ledger).tb(),
+			Amount:          tb.ToUint128(p.Request.Amount),
+			Timeout:         secs,
+			Ledger:          p.Resource.Ledger,
+			Code:            codeAcquire,
+			UserData64:      p.Request.Ref,
+		}}
+	}
+	if err != nil || !ds[0].Allowed || ds[0].Reason == Unavailable {
+		return rvs, err // denied, or unanswered: nothing this call may read of o
+	}
+	if _, _, earlier := chainOutcome(o.decision()); earlier {
+		// Reserved before under the request's ID: its first hold is named
+		// by the ID (or carries it, for a later attempt than the first),
+		// the others carry the first's.
+		if err := c.chainHeldFor(ctx, parts, rvs, o.marked); err != nil {
+			return nil, err
+		}
+		return rvs, nil
+	}
+	k := 0
+	for _, e := range o.events {
+		if e.decide {
+			rvs[k].t.PendingID, rvs[k].heldAt = o.chain[e.i].ID, ds[k].Timestamp
+			k++
+		}
+	}
+	return rvs, nil
+}
+
+// chainHeldFor finds the holds of a chain of parts that an attempt under
+// the first part's request ID took, for rvs: the first attempt (whose first
+// hold is named by the ID) or, when marked, a later one.
+func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservation, marked bool) error {
+	key := parts[0].Request.ID
+	var first tb.Transfer
+	if marked {
+		var err error
+		if first, err = c.heldFor(ctx, parts[0].Resource, key); err != nil {
+			return err
+		}
+	} else {
+		ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{key.tb()})
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return fmt.Errorf("ledger: the hold admitted under %s was not found", key)
+		}
+		first = ts[0]
+	}
+	rvs[0].t.PendingID, rvs[0].heldAt = first.ID, first.Timestamp
+	for i := 1; i < len(parts); i++ {
+		f := tb.QueryFilter{UserData128: first.ID, Ledger: parts[i].Resource.Ledger, Code: codeAcquire}
+		ts, err := c.conn.QueryTransfers(ctx, &f, 16)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if t.TransferFlags().Pending && t.DebitAccountID == rvs[i].t.DebitAccountID {
+				rvs[i].t.PendingID, rvs[i].heldAt = t.ID, t.Timestamp
+			}
+		}
+		if rvs[i].t.PendingID == (tb.Uint128{}) {
+			return fmt.Errorf("ledger: hold %d of the chain admitted under %s was not found", i, parts[0].Request.ID)
+		}
+	}
+	return nil
 }
 
 // heldFor finds the hold on r that an attempt under request ID key took.
