@@ -24,9 +24,13 @@ const (
 	// ConcurrentRequests counts requests in flight. It is the unit of
 	// Concurrency, not of a Limiter's policies.
 	ConcurrentRequests
+	// Tokens counts the tokens of LLM calls. It is the unit of LLM's token
+	// limits, not of a Limiter's policies.
+	Tokens
 )
 
-// String returns "requests", "content-bytes" or "concurrent-requests".
+// String returns "requests", "content-bytes", "concurrent-requests" or
+// "tokens".
 func (u Unit) String() string {
 	switch u {
 	case Requests:
@@ -35,6 +39,8 @@ func (u Unit) String() string {
 		return "content-bytes"
 	case ConcurrentRequests:
 		return "concurrent-requests"
+	case Tokens:
+		return "tokens"
 	}
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }
