@@ -200,7 +200,7 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 		var buf [1]Decision // a local denial needs no allocation
 		var ds []Decision
 		var o *op
-		ds, o, err = c.acquire(ctx, parts, true, buf[:0])
+		ds, o, err = c.acquire(ctx, parts, true, codeAcquire, buf[:0])
 		d = first(ds)
 		c.freeOp(o) // d is a copy: nothing the caller has points into o
 	}
@@ -360,7 +360,7 @@ func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, erro
 		}
 	}
 	start := c.observeStart()
-	ds, _, err := c.acquire(ctx, parts, true, nil)
+	ds, _, err := c.acquire(ctx, parts, true, codeAcquire, nil)
 	c.observe(start, parts, ds, err)
 	return ds, err
 }
@@ -368,10 +368,11 @@ func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, erro
 // acquire decides valid parts as one chain. A chain that retries no
 // caller's attempt is denied without I/O when a user's view allows it;
 // merge says whether coalescing may merge a single part with others (not
-// for a Reservation, whose transfer is ended on its own). The first part's
+// for a Reservation, whose transfer is ended on its own); code is the
+// holds' (codeAcquire, or codeReserve for a Reservation's). The first part's
 // Request.ID names the whole request (see Request.ID). Decisions made
 // locally are appended to dst, whose room the caller may provide.
-func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, dst []Decision) ([]Decision, *op, error) {
+func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uint16, dst []Decision) ([]Decision, *op, error) {
 	// Parts are large: the loops take them by reference.
 	for i := 1; i < len(parts); i++ {
 		if !parts[i].Request.ID.IsZero() {
@@ -402,6 +403,7 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, dst []De
 	for i := range parts {
 		h := &parts[i]
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})
+		t.Code = code
 		switch {
 		case i == 0 && !key.IsZero():
 			t.ID = key.tb() // the first hold is named by the request's ID...

@@ -328,7 +328,7 @@ func (w *world) checkRecorded(answers map[ledger.ID]answer) error {
 				return err
 			}
 			for _, t := range ts {
-				if t.Code != 10 && t.Code != 20 && t.Code != 21 { // holds, reservations, payments
+				if t.Code != 10 && t.Code != 14 && t.Code != 20 && t.Code != 21 { // holds, reservations, payment holds, payments
 					continue
 				}
 				if t.Code != 21 && !t.TransferFlags().Pending {

@@ -111,6 +111,7 @@ const (
 	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see again)
 	codeCarry      = 12 // user -> operator, pending: units in flight on another resource, carried over (see Migrate)
 	codeKept       = 13 // user -> operator, pending: what a committed reservation keeps until its window ends
+	codeReserve    = 14 // user -> operator, pending: units a Reservation holds until Commit or Cancel
 )
 
 // Roles keep the derived IDs of different purposes apart.

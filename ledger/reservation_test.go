@@ -84,9 +84,17 @@ func TestReservationEnded(t *testing.T) {
 		if _, err := c.Reservation(ctx, ledger.NewID()); !errors.Is(err, ledger.ErrUnknownReservation) {
 			t.Fatalf("Reservation(a new ID) = %v, want ErrUnknownReservation", err)
 		}
-		d := acquire(t, c, r, "u", 1) // a decision is a hold too: found, and Commit would keep it
-		if _, err := c.Reservation(ctx, d.ID); err != nil {
-			t.Fatalf("Reservation(a decision's hold) = %v", err)
+		d := acquire(t, c, r, "u", 1) // a decision's hold is no reservation: no call may end it
+		if _, err := c.Reservation(ctx, d.ID); !errors.Is(err, ledger.ErrUnknownReservation) {
+			t.Fatalf("Reservation(a decision's hold) = %v, want ErrUnknownReservation", err)
+		}
+		// An Acquire's request ID is not a Reserve's.
+		id := ledger.KeyID(b.Key("acquired"))
+		if d, err := c.Acquire(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id}); err != nil || !d.Allowed {
+			t.Fatalf("Acquire under %s = %+v, %v", id, d, err)
+		}
+		if _, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 1, ID: id}); !errors.Is(err, ledger.ErrIDReused) {
+			t.Fatalf("Reserve under an Acquire's ID = %v, want ErrIDReused", err)
 		}
 		denied, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 11})
 		if err != nil || denied.OK() || !denied.Hold().IsZero() {

@@ -63,7 +63,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, []Part{{Resource: r, Request: req}}, false, nil)
+	ds, o, err := c.acquire(ctx, []Part{{Resource: r, Request: req}}, false, codeReserve, nil)
 	c.observe(start, []Part{{Resource: r, Request: req}}, ds, err)
 	if len(ds) == 0 {
 		return nil, err
@@ -76,7 +76,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		Amount:          tb.ToUint128(req.Amount),
 		Timeout:         secs,
 		Ledger:          r.Ledger,
-		Code:            codeAcquire,
+		Code:            codeReserve,
 		UserData64:      req.Ref,
 	}
 	unanswered := rv.d.Reason == Unavailable
@@ -119,7 +119,7 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 		}
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, parts, false, nil)
+	ds, o, err := c.acquire(ctx, parts, false, codeReserve, nil)
 	c.observe(start, parts, ds, err)
 	if len(ds) != len(parts) {
 		return nil, err
@@ -134,7 +134,7 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 			Amount:          tb.ToUint128(p.Request.Amount),
 			Timeout:         secs,
 			Ledger:          p.Resource.Ledger,
-			Code:            codeAcquire,
+			Code:            codeReserve,
 			UserData64:      p.Request.Ref,
 		}}
 	}
@@ -183,7 +183,7 @@ func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservat
 	}
 	rvs[0].t.PendingID, rvs[0].heldAt = first.ID, first.Timestamp
 	for i := 1; i < len(parts); i++ {
-		f := tb.QueryFilter{UserData128: first.ID, Ledger: parts[i].Resource.Ledger, Code: codeAcquire}
+		f := tb.QueryFilter{UserData128: first.ID, Ledger: parts[i].Resource.Ledger, Code: codeReserve}
 		ts, err := c.conn.QueryTransfers(ctx, &f, 16)
 		if err != nil {
 			return err
@@ -202,7 +202,7 @@ func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservat
 
 // heldFor finds the hold on r that an attempt under request ID key took.
 func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Transfer, error) {
-	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codeAcquire}
+	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codeReserve}
 	ts, err := c.conn.QueryTransfers(ctx, &f, 16)
 	if err != nil {
 		return tb.Transfer{}, err
@@ -485,7 +485,7 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 	if err != nil {
 		return nil, err
 	}
-	if len(ts) == 0 || !ts[0].TransferFlags().Pending || (ts[0].Code != codeAcquire && ts[0].Code != codePayHold) {
+	if len(ts) == 0 || !ts[0].TransferFlags().Pending || (ts[0].Code != codeReserve && ts[0].Code != codePayHold) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownReservation, hold)
 	}
 	t := ts[0]

@@ -157,9 +157,13 @@ var reasons = map[ledger.Reason]tblimitv1.Reason{
 
 // decision is the one builder of the API's Decision.
 func decision(d ledger.Decision) *tblimitv1.Decision {
+	reason := reasons[d.Reason]
+	if !d.Allowed && d.Reason == ledger.Admitted {
+		reason = tblimitv1.Reason_REASON_UNSPECIFIED // a part that fit, of a chain another part refused
+	}
 	out := &tblimitv1.Decision{
 		Allowed:    d.Allowed,
-		Reason:     reasons[d.Reason],
+		Reason:     reason,
 		Limit:      d.Limit,
 		Remaining:  d.Remaining,
 		RetryAfter: durationpb.New(max(d.RetryAfter, 0)),

@@ -195,8 +195,9 @@ func TestAcquireAll(t *testing.T) {
 			t.Fatalf("AcquireAll(1 request, 600 bytes) = %v, want allowed, 400 bytes left", r)
 		}
 		r := all(600)
-		if r.GetAllowed() || r.GetDecisions()[1].GetReason() != tblimitv1.Reason_REASON_LIMIT_EXCEEDED {
-			t.Fatalf("AcquireAll(1 request, 600 more bytes) = %v, want denied by the bytes", r)
+		if r.GetAllowed() || r.GetDecisions()[1].GetReason() != tblimitv1.Reason_REASON_LIMIT_EXCEEDED ||
+			r.GetDecisions()[0].GetAllowed() || r.GetDecisions()[0].GetReason() != tblimitv1.Reason_REASON_UNSPECIFIED {
+			t.Fatalf("AcquireAll(1 request, 600 more bytes) = %v, want denied by the bytes; the request part, which fit, not allowed and no reason of its own", r)
 		}
 		if p := e.peek(sec.Name, "u", 1); p.GetRemaining() != 4 {
 			t.Fatalf("requests available after a denied chain: %v, want 4", p)

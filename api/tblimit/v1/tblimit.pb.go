@@ -31,7 +31,8 @@ const (
 type Reason int32
 
 const (
-	// No decision was made.
+	// No decision was made; or, for a part of an AcquireAll that another
+	// part refused, none of its own (it fit, and was not taken).
 	Reason_REASON_UNSPECIFIED Reason = 0
 	// Nothing was refused.
 	Reason_REASON_ADMITTED Reason = 1
