@@ -57,6 +57,8 @@ type config struct {
 	// Name is the base name of the output files: "bench", "sustained"
 	// with Sustained, or what -name says (scripts/bench.sh: "arrivals").
 	Name string `json:"name,omitempty"`
+	// Costs runs the costs set (costs.go) instead of the cells.
+	Costs bool `json:"-"`
 	// NoMemory skips the probes of memory per active key.
 	NoMemory   bool   `json:"no_memory_probe,omitempty"`
 	Out        string `json:"-"`
@@ -80,6 +82,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Costs {
+		if err := runCosts(ctx, cfg, stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
 	var rep *report
 	if cfg.Render != "" {
 		rep, err = loadReport(cfg.Render)
@@ -132,6 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		"tblimit api/*, tblimit pay/* and tblimit api pay/*, which run only when named here)")
 	fs.StringVar(&cfg.Out, "out", "results", "directory for bench.txt, bench.json, bench.png and bench-transfers.png (sustained.* with -sustained)")
 	fs.StringVar(&cfg.Name, "name", "", "base name of the output files (default bench, or sustained with -sustained)")
+	fs.BoolVar(&cfg.Costs, "costs", false, "run the costs set instead: an AI gateway's calls checked before and charged after (see costs.go);\n"+
+		"writes costs.txt and costs.json; cells last 8s unless -max-time")
 	memory := fs.Bool("memory", true, "probe the memory per active key of some rows after their first zipf cell")
 	fs.StringVar(&cfg.TBDir, "tb-dir", os.TempDir(), "directory for the real server's data file (about 1.1 GB; needs Direct I/O)")
 	fs.StringVar(&cfg.Render, "render", "", "measure nothing: render the text, JSON and charts again from this bench.json (or sustained.json)")

@@ -9,7 +9,7 @@ readonly ROOT
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--quick] [--standard] [--sustained] [--arrivals] [--api] [HARNESS FLAGS...]
+Usage: $PROG [--quick] [--standard] [--sustained] [--arrivals] [--api] [--costs] [HARNESS FLAGS...]
 
 Runs the benchmark harness in bench/ against:
   - tblimit on the embedded engine (default client, WithCoalescing, WithLeases),
@@ -63,6 +63,16 @@ Three sets of cells, all by default:
              ledger.Client.Pay in process. Only when named; about 6 minutes (3 rounds,
              no real server), 7 with a real server and -rounds 1:
              bench/results/api.txt, api.json, api.png, api-transfers.png
+  costs      costs known after the call, as an AI gateway meets them: 32 callers on one
+             user with a budget of 20,000 tokens a second, each call checked before,
+             20 ms long, 200-2,000 tokens, charged after; rows: tblimit serve with a
+             plain rule, charge_after and paired (reserve_key/settle_key), tblimit.v1's
+             Reserve/Commit and the library's, on the embedded engine and the real
+             server, and redis_rate checking with AllowN(0) and charging with
+             AllowN(tokens); columns: the worst aligned and sliding second of the calls'
+             tokens over the budget, the record's worst window (Audit), the tokens used
+             over the budget, decisions/s. Only when named; about 2 minutes:
+             bench/results/costs.txt, costs.json
 All report transfers per admitted decision (tr/adm), requests and accounts created per
 decision (req/dec, acc/dec), and the real-server targets on the real-server and modelled
 rows (judged on the warm cells: hot, zipf).
@@ -74,7 +84,8 @@ Options:
   --sustained  run the sustained cells
   --arrivals   run the arrivals cells
   --api        run the API cells
-               (any of the four: only the sets named run; none: the first three)
+  --costs      run the costs set
+               (any of the five: only the sets named run; none: the first three)
   -h, --help   print this help, then the harness's flags, and exit
 Any other flag goes to the harness, for every set run (e.g. -callers 16,256 -workloads
 hot -decisions 5000000 -max-time 20s -window 60s -out DIR), after the set's own flags, so
@@ -188,7 +199,7 @@ cleanup() {
 }
 
 main() {
-	local args=() help=0 standard=0 sustained=0 arrivals=0 api=0
+	local args=() help=0 standard=0 sustained=0 arrivals=0 api=0 costs=0
 	for a in "$@"; do
 		case "$a" in
 		-h | --help | -help) help=1 ;;
@@ -196,10 +207,11 @@ main() {
 		--sustained) sustained=1 ;;
 		--arrivals) arrivals=1 ;;
 		--api) api=1 ;;
+		--costs) costs=1 ;;
 		*) args+=("$a") ;;
 		esac
 	done
-	if [[ $standard == 0 && $sustained == 0 && $arrivals == 0 && $api == 0 ]]; then
+	if [[ $standard == 0 && $sustained == 0 && $arrivals == 0 && $api == 0 && $costs == 0 ]]; then
 		standard=1 sustained=1 arrivals=1
 	fi
 	command -v go >/dev/null 2>&1 || die "go is not installed"
@@ -251,6 +263,10 @@ main() {
 		log "API cells (tblimit.v1 against the library and ShouldRateLimit): bench/results/api.*"
 		"$BUILD_DIR/bench" "${common[@]}" -name api -callers 16,256 -memory=false \
 			-contenders "$API_CONTENDERS" ${args[@]+"${args[@]}"} || status=$?
+	fi
+	if [[ $costs == 1 ]]; then
+		log "costs known after the call (check before, charge after): bench/results/costs.*"
+		"$BUILD_DIR/bench" "${common[@]}" -costs ${args[@]+"${args[@]}"} || status=$?
 	fi
 	return "$status"
 }
