@@ -219,7 +219,7 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 		it.part = partNone
 		req := it.request(it.hits, it.pairID(""))
 		if it.cost == costCharge {
-			req = it.request(it.rule.estimate.get(), ledger.ID{})
+			req = it.request(it.rule.estimate.get(uint64(it.limit)), ledger.ID{})
 		}
 		rv, err := s.c.Reserve(ctx, it.rule.res, req)
 		switch {
@@ -309,10 +309,19 @@ func (p *provisional) pop(key string) *ledger.Reservation {
 }
 
 // estimate is what a rule's calls cost lately: a moving average of its
-// charges (an eighth of each new one), 1 before the first.
+// charges (an eighth of each new one).
 type estimate struct{ avg atomic.Uint64 }
 
-func (e *estimate) get() uint64 { return max(e.avg.Load(), 1) }
+// get is the estimate, for a key whose limit is limit: before the rule's
+// first charge, an eighth of the limit (at least 1), so that the checks of
+// a rule whose calls are not known yet admit a few calls, not every caller
+// at once; after it, what calls cost lately, at most the limit.
+func (e *estimate) get(limit uint64) uint64 {
+	if avg := e.avg.Load(); avg != 0 {
+		return min(avg, max(limit, 1))
+	}
+	return max(limit/8, 1)
+}
 
 func (e *estimate) add(n uint64) {
 	for {

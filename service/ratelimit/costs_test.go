@@ -36,8 +36,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000, charge_after: true}
 `)
 		check := func(user string) *rls.RateLimitResponse { return e.ask(hits(0, desc("user", user))) }
-		if r := check("alice"); codesOf(r) != "OK: OK" || remaining(r) != 999 {
-			t.Fatalf("first check = %s, %d left; want OK, holding 1 (no call has cost anything yet)", codesOf(r), remaining(r))
+		if r := check("alice"); codesOf(r) != "OK: OK" || remaining(r) != 875 {
+			t.Fatalf("first check = %s, %d left; want OK, holding an eighth of the limit (no call has cost anything yet)", codesOf(r), remaining(r))
 		}
 		if r := e.ask(hits(600, desc("user", "alice"))); codesOf(r) != "OK: OK" || remaining(r) != 400 {
 			t.Fatalf("charge 600 = %s, %d left; want OK, 400 left", codesOf(r), remaining(r))
