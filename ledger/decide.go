@@ -117,6 +117,9 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 			continue
 		case o.ds != nil:
 			o.answered = true
+			if err := c.limitsOfDenied(ctx, o); err != nil {
+				return o.ds, err
+			}
 			return o.ds, c.exactRetryAfter(ctx, o)
 		case spent(o.decision()) && attempts < maxAttempts:
 			if err := c.again(ctx, o); err != nil {

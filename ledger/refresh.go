@@ -231,6 +231,48 @@ func (c *Client) redescribe(o *op) {
 	}
 }
 
+// limitsOfDenied, for an op whose holds were denied, reads the accounts of
+// the users whose limit this Client has not learnt yet (a process just
+// started, a user it never read) and describes the decisions again, so that
+// a denial says the user's own limit, and whether the amount can ever fit,
+// rather than the resource's default: one request more, for those denials
+// only.
+func (c *Client) limitsOfDenied(ctx context.Context, o *op) error {
+	if o.local || len(o.ds) == 0 || o.ds[0].Allowed {
+		return nil
+	}
+	read := false
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.lock()
+		known := e.u.v.limitKnown
+		e.u.mu.Unlock()
+		if known {
+			continue
+		}
+		a, ok, err := c.lookupAccount(ctx, e.u.id)
+		if err != nil {
+			return err
+		}
+		b, berr := balanceOf(a)
+		if !ok || berr != nil {
+			continue
+		}
+		e.u.lock()
+		// Holds returning within a second of the denial may or may not be
+		// among the account's pending debits.
+		e.u.v.read(b.Limit, b.InFlight, o.res[e.i].Timestamp, uint64(time.Second))
+		e.u.mu.Unlock()
+		read = true
+	}
+	if read {
+		c.redescribe(o)
+	}
+	return nil
+}
+
 // exactRetryAfter, for an exact op whose holds were denied, reads the
 // transfers in flight of every user whose view does not know when its
 // units return, and describes the decisions again: RetryAfter and
