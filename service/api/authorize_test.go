@@ -120,3 +120,46 @@ func TestHistoryOfACommit(t *testing.T) {
 		}
 	})
 }
+
+// ReserveAll holds an LLM call's limits at once, all or none; each part is
+// then committed on its own, to what the call used.
+func TestReserveAll(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		e := start(t, b)
+		tpm := e.resource(ledger.Resource{Window: time.Minute, DefaultLimit: 10000, Lazy: true})
+		rpm := e.resource(ledger.Resource{Window: time.Minute, DefaultLimit: 2, Lazy: true})
+		call := func(max uint64, id string) *tblimitv1.ReserveAllResponse {
+			t.Helper()
+			resp, err := e.cl.ReserveAll(ctx(t), &tblimitv1.ReserveAllRequest{RequestId: id, Parts: []*tblimitv1.Part{
+				{Resource: tpm.Name, User: "alice/gpt", Amount: max}, {Resource: rpm.Name, User: "alice/gpt", Amount: 1},
+			}})
+			if err != nil {
+				t.Fatalf("ReserveAll(%d) = %v", max, err)
+			}
+			return resp
+		}
+		r := call(4000, b.Key("call-1"))
+		if !r.GetAllowed() || len(r.GetReservationIds()) != 2 {
+			t.Fatalf("ReserveAll(4000) = %v, want two reservations", r)
+		}
+		if again := call(4000, b.Key("call-1")); again.GetReservationIds()[0] != r.GetReservationIds()[0] {
+			t.Fatalf("ReserveAll sent again under its request_id = %v, want the same reservations %v", again, r.GetReservationIds())
+		}
+		for i, n := range []uint64{1300, 0} {
+			if _, err := e.cl.Commit(ctx(t), &tblimitv1.CommitRequest{ReservationId: r.GetReservationIds()[i], Amount: n}); err != nil {
+				t.Fatalf("Commit(part %d, %d) = %v", i, n, err)
+			}
+		}
+		if p := e.peek(tpm.Name, "alice/gpt", 1); p.GetRemaining() != 8700 {
+			t.Fatalf("tokens after committing 1300 of 4000: %v, want 8700 left", p)
+		}
+		call(100, "")
+		denied := call(100, "")
+		if denied.GetAllowed() || len(denied.GetReservationIds()) != 0 || denied.GetDecisions()[1].GetReason() != tblimitv1.Reason_REASON_LIMIT_EXCEEDED {
+			t.Fatalf("a third call in a minute of 2 = %v, want denied by the requests, no reservation", denied)
+		}
+		money := e.resource(ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 100})
+		_, err := e.cl.ReserveAll(ctx(t), &tblimitv1.ReserveAllRequest{Parts: []*tblimitv1.Part{{Resource: money.Name, User: "alice", Amount: 5}}})
+		code(t, "ReserveAll of a money resource", err, codes.InvalidArgument)
+	})
+}

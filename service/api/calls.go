@@ -83,22 +83,10 @@ func (s *Service) AcquireAll(ctx context.Context, req *tblimitv1.AcquireAllReque
 }
 
 func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllRequest) (*tblimitv1.AcquireAllResponse, error) {
-	id, err := requestID(req.GetRequestId())
+	parts, err := s.parts(ctx, req.GetParts(), req.GetRequestId(), req.GetReference())
 	if err != nil {
 		return nil, err
 	}
-	if len(req.GetParts()) == 0 || len(req.GetParts()) > ledger.BatchMax {
-		return nil, fmt.Errorf("%w: %d parts, want 1 to %d", ledger.ErrTooMany, len(req.GetParts()), ledger.BatchMax)
-	}
-	parts := make([]ledger.Part, len(req.GetParts()))
-	for i, p := range req.GetParts() {
-		r, err := s.resources.get(ctx, p.GetResource())
-		if err != nil {
-			return nil, fmt.Errorf("part %d: %w", i, err)
-		}
-		parts[i] = ledger.Part{Resource: r, Request: ledger.Request{User: p.GetUser(), Amount: units(p.GetAmount())}}
-	}
-	parts[0].Request.ID, parts[0].Request.Ref = id, req.GetReference() // the first part names the chain
 	ds, err := s.c.AcquireAll(ctx, parts)
 	if err != nil {
 		return nil, err
@@ -109,6 +97,60 @@ func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllReque
 			return nil, fmt.Errorf("part %d: %w", i, err)
 		}
 		out.Decisions = append(out.Decisions, decision(d))
+	}
+	return out, nil
+}
+
+// parts resolves the parts of a chain; the first part takes the request's
+// ID and reference, which name the chain.
+func (s *Service) parts(ctx context.Context, in []*tblimitv1.Part, rid string, ref uint64) ([]ledger.Part, error) {
+	id, err := requestID(rid)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) == 0 || len(in) > ledger.BatchMax {
+		return nil, fmt.Errorf("%w: %d parts, want 1 to %d", ledger.ErrTooMany, len(in), ledger.BatchMax)
+	}
+	parts := make([]ledger.Part, len(in))
+	for i, p := range in {
+		r, err := s.resources.get(ctx, p.GetResource())
+		if err != nil {
+			return nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		parts[i] = ledger.Part{Resource: r, Request: ledger.Request{User: p.GetUser(), Amount: units(p.GetAmount())}}
+	}
+	parts[0].Request.ID, parts[0].Request.Ref = id, ref
+	return parts, nil
+}
+
+// ReserveAll reserves every part or none (ledger.Client.ReserveAll).
+func (s *Service) ReserveAll(ctx context.Context, req *tblimitv1.ReserveAllRequest) (*tblimitv1.ReserveAllResponse, error) {
+	return call(ctx, s, tblimitv1.LimitService_ReserveAll_FullMethodName, partsNamed(req.GetParts()), req, s.reserveAll)
+}
+
+func (s *Service) reserveAll(ctx context.Context, req *tblimitv1.ReserveAllRequest) (*tblimitv1.ReserveAllResponse, error) {
+	parts, err := s.parts(ctx, req.GetParts(), req.GetRequestId(), req.GetReference())
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range parts {
+		if p.Resource.Kind == ledger.KindMoney {
+			return nil, fmt.Errorf("%w: part %d: %s is a money resource: authorize a payment with Reserve", errInvalid, i, p.Resource.Name)
+		}
+	}
+	rvs, err := s.c.ReserveAll(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := &tblimitv1.ReserveAllResponse{Allowed: rvs[0].OK()}
+	for i, rv := range rvs {
+		if err := overLimit(rv.Decision(), parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
+			return nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		out.Decisions = append(out.Decisions, decision(rv.Decision()))
+		if out.Allowed {
+			out.ReservationIds = append(out.ReservationIds, rv.Hold().String())
+		}
 	}
 	return out, nil
 }

@@ -31,6 +31,7 @@ func (s *Service) registerHTTP(mux *http.ServeMux) {
 	route(mux, "/v1/fund", s.Fund)
 	route(mux, "/v1/funds", s.Funds)
 	route(mux, "/v1/reserve", s.Reserve)
+	route(mux, "/v1/reserve-all", s.ReserveAll)
 	route(mux, "/v1/commit", s.Commit)
 	route(mux, "/v1/cancel", s.Cancel)
 	route(mux, "/v1/reset", s.Reset)
@@ -101,7 +102,7 @@ func decided(resp proto.Message) (int, int64) {
 	switch m := resp.(type) {
 	case interface{ GetDecision() *tblimitv1.Decision }:
 		ds = []*tblimitv1.Decision{m.GetDecision()}
-	case *tblimitv1.AcquireAllResponse:
+	case interface{ GetDecisions() []*tblimitv1.Decision }:
 		ds = m.GetDecisions()
 	}
 	code, retry := http.StatusOK, int64(0)

@@ -121,6 +121,7 @@ var permissions = map[string]Permission{
 	tblimitv1.LimitService_Peek_FullMethodName:       PermDecide,
 	tblimitv1.LimitService_Pay_FullMethodName:        PermDecide,
 	tblimitv1.LimitService_Reserve_FullMethodName:    PermDecide,
+	tblimitv1.LimitService_ReserveAll_FullMethodName: PermDecide,
 	tblimitv1.LimitService_Commit_FullMethodName:     PermDecide,
 	tblimitv1.LimitService_Cancel_FullMethodName:     PermDecide,
 	tblimitv1.LimitService_Fund_FullMethodName:       PermFund,

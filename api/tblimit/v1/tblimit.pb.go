@@ -1217,6 +1217,136 @@ func (x *ReserveResponse) GetReservationId() string {
 	return ""
 }
 
+// ReserveAllRequest asks to reserve every part or none.
+type ReserveAllRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The parts, 1 to 8189 of them (no money resource: a payment is
+	// authorized by Reserve).
+	Parts []*Part `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"`
+	// Names the request, as in AcquireRequest.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// A number stored with the holds for the audit trail.
+	Reference     uint64 `protobuf:"varint,3,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveAllRequest) Reset() {
+	*x = ReserveAllRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveAllRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveAllRequest) ProtoMessage() {}
+
+func (x *ReserveAllRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveAllRequest.ProtoReflect.Descriptor instead.
+func (*ReserveAllRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReserveAllRequest) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *ReserveAllRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReserveAllRequest) GetReference() uint64 {
+	if x != nil {
+		return x.Reference
+	}
+	return 0
+}
+
+// ReserveAllResponse is ReserveAll's decisions and reservations.
+type ReserveAllResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether every part was reserved.
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// One decision per part, in order, as AcquireAll's.
+	Decisions []*Decision `protobuf:"bytes,2,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// One reservation ID per part, in order, for Commit and Cancel; none
+	// when denied.
+	ReservationIds []string `protobuf:"bytes,3,rep,name=reservation_ids,json=reservationIds,proto3" json:"reservation_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReserveAllResponse) Reset() {
+	*x = ReserveAllResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveAllResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveAllResponse) ProtoMessage() {}
+
+func (x *ReserveAllResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveAllResponse.ProtoReflect.Descriptor instead.
+func (*ReserveAllResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReserveAllResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *ReserveAllResponse) GetDecisions() []*Decision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *ReserveAllResponse) GetReservationIds() []string {
+	if x != nil {
+		return x.ReservationIds
+	}
+	return nil
+}
+
 // CommitRequest keeps a reservation's units until its window ends.
 type CommitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1231,7 +1361,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1373,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[16]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1386,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{16}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitRequest) GetReservationId() string {
@@ -1283,7 +1413,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1425,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[17]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1438,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{17}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{19}
 }
 
 // CancelRequest gives a reservation's units back.
@@ -1322,7 +1452,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1464,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[18]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1477,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{18}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRequest) GetReservationId() string {
@@ -1366,7 +1496,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1508,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[19]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1521,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{19}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{21}
 }
 
 // ResetRequest gives back a user's units.
@@ -1407,7 +1537,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1549,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[20]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1562,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{20}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResetRequest) GetResource() string {
@@ -1460,7 +1590,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1602,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[21]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1615,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{21}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResetResponse) GetHoldsEnded() uint32 {
@@ -1514,7 +1644,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1656,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[22]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1669,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{22}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HistoryRequest) GetResource() string {
@@ -1607,7 +1737,7 @@ type Admission struct {
 
 func (x *Admission) Reset() {
 	*x = Admission{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1749,7 @@ func (x *Admission) String() string {
 func (*Admission) ProtoMessage() {}
 
 func (x *Admission) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[23]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1762,7 @@ func (x *Admission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Admission.ProtoReflect.Descriptor instead.
 func (*Admission) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{23}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Admission) GetId() string {
@@ -1715,7 +1845,7 @@ type Payment struct {
 
 func (x *Payment) Reset() {
 	*x = Payment{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1857,7 @@ func (x *Payment) String() string {
 func (*Payment) ProtoMessage() {}
 
 func (x *Payment) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[24]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1870,7 @@ func (x *Payment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payment.ProtoReflect.Descriptor instead.
 func (*Payment) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{24}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Payment) GetId() string {
@@ -1782,7 +1912,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1924,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[25]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1937,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{25}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HistoryResponse) GetAdmissions() []*Admission {
@@ -1834,7 +1964,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1976,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[26]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1989,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{26}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuditRequest) GetResource() string {
@@ -1925,7 +2055,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2067,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tblimit_v1_tblimit_proto_msgTypes[27]
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2080,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{27}
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuditResponse) GetOk() bool {
@@ -2117,7 +2247,16 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\"j\n" +
 	"\x0fReserveResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\v2\x14.tblimit.v1.DecisionR\bdecision\x12%\n" +
-	"\x0ereservation_id\x18\x02 \x01(\tR\rreservationId\"N\n" +
+	"\x0ereservation_id\x18\x02 \x01(\tR\rreservationId\"x\n" +
+	"\x11ReserveAllRequest\x12&\n" +
+	"\x05parts\x18\x01 \x03(\v2\x10.tblimit.v1.PartR\x05parts\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1c\n" +
+	"\treference\x18\x03 \x01(\x04R\treference\"\x8b\x01\n" +
+	"\x12ReserveAllResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x122\n" +
+	"\tdecisions\x18\x02 \x03(\v2\x14.tblimit.v1.DecisionR\tdecisions\x12'\n" +
+	"\x0freservation_ids\x18\x03 \x03(\tR\x0ereservationIds\"N\n" +
 	"\rCommitRequest\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x04R\x06amount\"\x10\n" +
@@ -2186,7 +2325,7 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\rEND_IN_FLIGHT\x10\x01\x12\x0f\n" +
 	"\vEND_EXPIRED\x10\x02\x12\x11\n" +
 	"\rEND_COMMITTED\x10\x03\x12\x11\n" +
-	"\rEND_CANCELLED\x10\x042\x91\x06\n" +
+	"\rEND_CANCELLED\x10\x042\xde\x06\n" +
 	"\fLimitService\x12B\n" +
 	"\aAcquire\x12\x1a.tblimit.v1.AcquireRequest\x1a\x1b.tblimit.v1.AcquireResponse\x12K\n" +
 	"\n" +
@@ -2195,7 +2334,9 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x03Pay\x12\x16.tblimit.v1.PayRequest\x1a\x17.tblimit.v1.PayResponse\x129\n" +
 	"\x04Fund\x12\x17.tblimit.v1.FundRequest\x1a\x18.tblimit.v1.FundResponse\x12<\n" +
 	"\x05Funds\x12\x18.tblimit.v1.FundsRequest\x1a\x19.tblimit.v1.FundsResponse\x12B\n" +
-	"\aReserve\x12\x1a.tblimit.v1.ReserveRequest\x1a\x1b.tblimit.v1.ReserveResponse\x12?\n" +
+	"\aReserve\x12\x1a.tblimit.v1.ReserveRequest\x1a\x1b.tblimit.v1.ReserveResponse\x12K\n" +
+	"\n" +
+	"ReserveAll\x12\x1d.tblimit.v1.ReserveAllRequest\x1a\x1e.tblimit.v1.ReserveAllResponse\x12?\n" +
 	"\x06Commit\x12\x19.tblimit.v1.CommitRequest\x1a\x1a.tblimit.v1.CommitResponse\x12?\n" +
 	"\x06Cancel\x12\x19.tblimit.v1.CancelRequest\x1a\x1a.tblimit.v1.CancelResponse\x12<\n" +
 	"\x05Reset\x12\x18.tblimit.v1.ResetRequest\x1a\x19.tblimit.v1.ResetResponse\x12B\n" +
@@ -2215,7 +2356,7 @@ func file_tblimit_v1_tblimit_proto_rawDescGZIP() []byte {
 }
 
 var file_tblimit_v1_tblimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_tblimit_v1_tblimit_proto_goTypes = []any{
 	(Reason)(0),                   // 0: tblimit.v1.Reason
 	(End)(0),                      // 1: tblimit.v1.End
@@ -2235,75 +2376,81 @@ var file_tblimit_v1_tblimit_proto_goTypes = []any{
 	(*FundsResponse)(nil),         // 15: tblimit.v1.FundsResponse
 	(*ReserveRequest)(nil),        // 16: tblimit.v1.ReserveRequest
 	(*ReserveResponse)(nil),       // 17: tblimit.v1.ReserveResponse
-	(*CommitRequest)(nil),         // 18: tblimit.v1.CommitRequest
-	(*CommitResponse)(nil),        // 19: tblimit.v1.CommitResponse
-	(*CancelRequest)(nil),         // 20: tblimit.v1.CancelRequest
-	(*CancelResponse)(nil),        // 21: tblimit.v1.CancelResponse
-	(*ResetRequest)(nil),          // 22: tblimit.v1.ResetRequest
-	(*ResetResponse)(nil),         // 23: tblimit.v1.ResetResponse
-	(*HistoryRequest)(nil),        // 24: tblimit.v1.HistoryRequest
-	(*Admission)(nil),             // 25: tblimit.v1.Admission
-	(*Payment)(nil),               // 26: tblimit.v1.Payment
-	(*HistoryResponse)(nil),       // 27: tblimit.v1.HistoryResponse
-	(*AuditRequest)(nil),          // 28: tblimit.v1.AuditRequest
-	(*AuditResponse)(nil),         // 29: tblimit.v1.AuditResponse
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*ReserveAllRequest)(nil),     // 18: tblimit.v1.ReserveAllRequest
+	(*ReserveAllResponse)(nil),    // 19: tblimit.v1.ReserveAllResponse
+	(*CommitRequest)(nil),         // 20: tblimit.v1.CommitRequest
+	(*CommitResponse)(nil),        // 21: tblimit.v1.CommitResponse
+	(*CancelRequest)(nil),         // 22: tblimit.v1.CancelRequest
+	(*CancelResponse)(nil),        // 23: tblimit.v1.CancelResponse
+	(*ResetRequest)(nil),          // 24: tblimit.v1.ResetRequest
+	(*ResetResponse)(nil),         // 25: tblimit.v1.ResetResponse
+	(*HistoryRequest)(nil),        // 26: tblimit.v1.HistoryRequest
+	(*Admission)(nil),             // 27: tblimit.v1.Admission
+	(*Payment)(nil),               // 28: tblimit.v1.Payment
+	(*HistoryResponse)(nil),       // 29: tblimit.v1.HistoryResponse
+	(*AuditRequest)(nil),          // 30: tblimit.v1.AuditRequest
+	(*AuditResponse)(nil),         // 31: tblimit.v1.AuditResponse
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_tblimit_v1_tblimit_proto_depIdxs = []int32{
 	0,  // 0: tblimit.v1.Decision.reason:type_name -> tblimit.v1.Reason
-	30, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	30, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	31, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	32, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	32, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	33, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
 	2,  // 4: tblimit.v1.AcquireResponse.decision:type_name -> tblimit.v1.Decision
 	5,  // 5: tblimit.v1.AcquireAllRequest.parts:type_name -> tblimit.v1.Part
 	2,  // 6: tblimit.v1.AcquireAllResponse.decisions:type_name -> tblimit.v1.Decision
 	2,  // 7: tblimit.v1.PeekResponse.decision:type_name -> tblimit.v1.Decision
 	2,  // 8: tblimit.v1.PayResponse.decision:type_name -> tblimit.v1.Decision
-	30, // 9: tblimit.v1.ReserveRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 9: tblimit.v1.ReserveRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 10: tblimit.v1.ReserveResponse.decision:type_name -> tblimit.v1.Decision
-	31, // 11: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
-	31, // 12: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
-	31, // 13: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
-	1,  // 14: tblimit.v1.Admission.end:type_name -> tblimit.v1.End
-	31, // 15: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
-	26, // 16: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
-	25, // 17: tblimit.v1.Admission.kept:type_name -> tblimit.v1.Admission
-	31, // 18: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
-	25, // 19: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
-	31, // 20: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
-	31, // 21: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
-	31, // 22: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
-	31, // 23: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
-	3,  // 24: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
-	6,  // 25: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
-	8,  // 26: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
-	10, // 27: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
-	12, // 28: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
-	14, // 29: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
-	16, // 30: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
-	18, // 31: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
-	20, // 32: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
-	22, // 33: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
-	24, // 34: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
-	28, // 35: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
-	4,  // 36: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
-	7,  // 37: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
-	9,  // 38: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
-	11, // 39: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
-	13, // 40: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
-	15, // 41: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
-	17, // 42: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
-	19, // 43: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
-	21, // 44: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
-	23, // 45: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
-	27, // 46: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
-	29, // 47: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
-	36, // [36:48] is the sub-list for method output_type
-	24, // [24:36] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	5,  // 11: tblimit.v1.ReserveAllRequest.parts:type_name -> tblimit.v1.Part
+	2,  // 12: tblimit.v1.ReserveAllResponse.decisions:type_name -> tblimit.v1.Decision
+	33, // 13: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
+	33, // 14: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
+	33, // 15: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
+	1,  // 16: tblimit.v1.Admission.end:type_name -> tblimit.v1.End
+	33, // 17: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
+	28, // 18: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
+	27, // 19: tblimit.v1.Admission.kept:type_name -> tblimit.v1.Admission
+	33, // 20: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
+	27, // 21: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
+	33, // 22: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
+	33, // 23: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
+	33, // 24: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
+	33, // 25: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
+	3,  // 26: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
+	6,  // 27: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
+	8,  // 28: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
+	10, // 29: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
+	12, // 30: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
+	14, // 31: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
+	16, // 32: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
+	18, // 33: tblimit.v1.LimitService.ReserveAll:input_type -> tblimit.v1.ReserveAllRequest
+	20, // 34: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
+	22, // 35: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
+	24, // 36: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
+	26, // 37: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
+	30, // 38: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
+	4,  // 39: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
+	7,  // 40: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
+	9,  // 41: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
+	11, // 42: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
+	13, // 43: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
+	15, // 44: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
+	17, // 45: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
+	19, // 46: tblimit.v1.LimitService.ReserveAll:output_type -> tblimit.v1.ReserveAllResponse
+	21, // 47: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
+	23, // 48: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
+	25, // 49: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
+	29, // 50: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
+	31, // 51: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_tblimit_v1_tblimit_proto_init() }
@@ -2317,7 +2464,7 @@ func file_tblimit_v1_tblimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tblimit_v1_tblimit_proto_rawDesc), len(file_tblimit_v1_tblimit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

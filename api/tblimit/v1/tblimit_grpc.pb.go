@@ -30,6 +30,7 @@ const (
 	LimitService_Fund_FullMethodName       = "/tblimit.v1.LimitService/Fund"
 	LimitService_Funds_FullMethodName      = "/tblimit.v1.LimitService/Funds"
 	LimitService_Reserve_FullMethodName    = "/tblimit.v1.LimitService/Reserve"
+	LimitService_ReserveAll_FullMethodName = "/tblimit.v1.LimitService/ReserveAll"
 	LimitService_Commit_FullMethodName     = "/tblimit.v1.LimitService/Commit"
 	LimitService_Cancel_FullMethodName     = "/tblimit.v1.LimitService/Cancel"
 	LimitService_Reset_FullMethodName      = "/tblimit.v1.LimitService/Reset"
@@ -69,6 +70,11 @@ type LimitServiceClient interface {
 	// Reserve holds units until Commit, Cancel or the window passes; on a
 	// money resource it authorizes a payment to a payee.
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
+	// ReserveAll reserves every part or none (one linked chain), each part a
+	// reservation of its own that Commit or Cancel ends: an LLM call's tokens
+	// per minute, requests per minute and tokens per day, reserved at the
+	// most it may use, then committed each to what it used.
+	ReserveAll(ctx context.Context, in *ReserveAllRequest, opts ...grpc.CallOption) (*ReserveAllResponse, error)
 	// Commit keeps a reservation's units (all, or fewer) until the
 	// reservation's window ends, and gives the rest back at once; for an
 	// authorization it captures that much of the payment.
@@ -162,6 +168,16 @@ func (c *limitServiceClient) Reserve(ctx context.Context, in *ReserveRequest, op
 	return out, nil
 }
 
+func (c *limitServiceClient) ReserveAll(ctx context.Context, in *ReserveAllRequest, opts ...grpc.CallOption) (*ReserveAllResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReserveAllResponse)
+	err := c.cc.Invoke(ctx, LimitService_ReserveAll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *limitServiceClient) Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitResponse)
@@ -244,6 +260,11 @@ type LimitServiceServer interface {
 	// Reserve holds units until Commit, Cancel or the window passes; on a
 	// money resource it authorizes a payment to a payee.
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
+	// ReserveAll reserves every part or none (one linked chain), each part a
+	// reservation of its own that Commit or Cancel ends: an LLM call's tokens
+	// per minute, requests per minute and tokens per day, reserved at the
+	// most it may use, then committed each to what it used.
+	ReserveAll(context.Context, *ReserveAllRequest) (*ReserveAllResponse, error)
 	// Commit keeps a reservation's units (all, or fewer) until the
 	// reservation's window ends, and gives the rest back at once; for an
 	// authorization it captures that much of the payment.
@@ -287,6 +308,9 @@ func (UnimplementedLimitServiceServer) Funds(context.Context, *FundsRequest) (*F
 }
 func (UnimplementedLimitServiceServer) Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Reserve not implemented")
+}
+func (UnimplementedLimitServiceServer) ReserveAll(context.Context, *ReserveAllRequest) (*ReserveAllResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReserveAll not implemented")
 }
 func (UnimplementedLimitServiceServer) Commit(context.Context, *CommitRequest) (*CommitResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Commit not implemented")
@@ -450,6 +474,24 @@ func _LimitService_Reserve_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LimitService_ReserveAll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReserveAllRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).ReserveAll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_ReserveAll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).ReserveAll(ctx, req.(*ReserveAllRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LimitService_Commit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CommitRequest)
 	if err := dec(in); err != nil {
@@ -574,6 +616,10 @@ var LimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reserve",
 			Handler:    _LimitService_Reserve_Handler,
+		},
+		{
+			MethodName: "ReserveAll",
+			Handler:    _LimitService_ReserveAll_Handler,
 		},
 		{
 			MethodName: "Commit",
