@@ -350,6 +350,19 @@ type Part struct {
 // denied part's Reason and RetryAfter say which limit refused (parts that
 // would have fitted say Admitted).
 func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, error) {
+	parts, err := validChain(parts)
+	if err != nil {
+		return nil, err
+	}
+	start := c.observeStart()
+	ds, _, err := c.acquire(ctx, parts, true, codeAcquire, nil)
+	c.observe(start, parts, ds, err)
+	return ds, err
+}
+
+// validChain checks the parts of a chain, and returns a copy of them with
+// their users' keys in normal form.
+func validChain(parts []Part) ([]Part, error) {
 	if len(parts) == 0 || len(parts) > BatchMax {
 		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(parts))
 	}
@@ -359,10 +372,7 @@ func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, erro
 			return nil, err
 		}
 	}
-	start := c.observeStart()
-	ds, _, err := c.acquire(ctx, parts, true, codeAcquire, nil)
-	c.observe(start, parts, ds, err)
-	return ds, err
+	return parts, nil
 }
 
 // acquire decides valid parts as one chain. A chain that retries no

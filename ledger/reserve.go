@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -109,14 +108,9 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 // used). When a part denies, every Reservation is not OK and says why. Only
 // the first part takes a request ID, which names the chain.
 func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, error) {
-	if len(parts) == 0 || len(parts) > BatchMax {
-		return nil, fmt.Errorf("%w: %d holds in one chain", ErrTooMany, len(parts))
-	}
-	parts = slices.Clone(parts)
-	for i := range parts {
-		if err := validPart(parts[i].Resource, &parts[i].Request); err != nil {
-			return nil, err
-		}
+	parts, err := validChain(parts)
+	if err != nil {
+		return nil, err
 	}
 	start := c.observeStart()
 	ds, o, err := c.acquire(ctx, parts, false, codeReserve, nil)
