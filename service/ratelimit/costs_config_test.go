@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tblimit/tblimit/ledger"
 )
 
 // The keys of costs known after the call are read, and refused where a
@@ -21,6 +23,12 @@ descriptors:
 	rules := c.Rules()
 	if !rules[0].ChargeAfter || rules[0].ReserveKey != "" || rules[1].ChargeAfter || rules[1].ReserveKey != "check_id" || rules[1].SettleKey != "charge_id" {
 		t.Fatalf("rules = %+v, %+v", rules[0], rules[1])
+	}
+	if d := describeRule(rules[0], ledger.Resource{}, false); !strings.Contains(d, " charge_after") {
+		t.Errorf("describeRule = %q, want it to say charge_after", d)
+	}
+	if d := describeRule(rules[1], ledger.Resource{}, false); !strings.Contains(d, "reserve_key=check_id settle_key=charge_id") {
+		t.Errorf("describeRule = %q, want it to name reserve_key and settle_key", d)
 	}
 	m, ok := c.lookup("ai", []Entry{{"model", "gpt"}})
 	if !ok || m.rule != rules[1] {

@@ -285,6 +285,12 @@ func describeRule(r *Rule, res ledger.Resource, ok bool) string {
 	if r.ShadowMode {
 		s += " shadow_mode"
 	}
+	if r.ChargeAfter {
+		s += " charge_after"
+	}
+	if r.ReserveKey != "" {
+		s += " reserve_key=" + r.ReserveKey + " settle_key=" + r.SettleKey
+	}
 	if r.Name != "" {
 		s += " name=" + r.Name
 	}
