@@ -137,8 +137,9 @@ func (it *item) debtKey() string { return it.rule.spec + "\x00" + it.user }
 // before it answers that user's next check, held until the window of the
 // charge that owed them ends (ledger.Client.ChargeUntil), so that the record
 // counts them in the windows they were used in, as soon as it has room. A
-// debt whose window has passed is forgotten. At most maxDebts users owe at
-// once; a debt beyond them is forgotten too (the record, which never holds
+// debt whose window has passed is forgotten (ChargeUntil charges nothing
+// for it, and each new debt sweeps a few of those away). At most maxDebts
+// users owe at once; a debt beyond them is forgotten too (the record, which never holds
 // more than the limit, is then all that holds the user back).
 type debts struct {
 	mu sync.Mutex
@@ -163,6 +164,7 @@ func (d *debts) add(key string, n uint64, until time.Time) {
 	if d.m == nil {
 		d.m = map[string]*debt{}
 	}
+	d.sweep(time.Now())
 	e := d.m[key]
 	if e == nil && len(d.m) < maxDebts {
 		e = &debt{}
@@ -174,6 +176,25 @@ func (d *debts) add(key string, n uint64, until time.Time) {
 		e.owed += n
 		if until.After(e.until) {
 			e.until = until
+		}
+		e.mu.Unlock()
+	}
+}
+
+// sweep forgets the debts of a few users whose windows have passed (by
+// this server's clock, a second late), unless they are being paid. d.mu is
+// held.
+func (d *debts) sweep(now time.Time) {
+	swept := 0
+	for k, e := range d.m {
+		if swept++; swept > sweepKeys {
+			return
+		}
+		if !e.mu.TryLock() {
+			continue
+		}
+		if e.until.Add(time.Second).Before(now) {
+			delete(d.m, k)
 		}
 		e.mu.Unlock()
 	}
@@ -236,7 +257,7 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 		if rv.OK() {
 			held = append(held, rv)
 			if it.cost == costCharge {
-				s.provisional.push(it.debtKey(), rv)
+				s.provisional.push(it.debtKey(), rv, it.rule.res.Window)
 			}
 		}
 	}
@@ -269,38 +290,76 @@ func (s *Service) settleCheck(ctx context.Context, it *item) (ledger.Decision, e
 
 // provisional are the holds that checks before calls made, by rule and
 // user, oldest first, until the charges after the calls settle them. A hold
-// whose charge comes to another server, or never, returns with its window.
+// whose charge comes to another server, or never, returns with its window,
+// and is forgotten here then: each push looks at a few other users' holds
+// and drops those past their window, so that memory follows the users of
+// the last window, not every user ever seen.
 type provisional struct {
 	mu sync.Mutex
-	m  map[string][]*ledger.Reservation
+	m  map[string][]heldCheck
+}
+
+// heldCheck is a check's hold, and when this server stops waiting for its
+// charge (its window, by this server's clock).
+type heldCheck struct {
+	rv      *ledger.Reservation
+	expires time.Time
 }
 
 // maxProvisional bounds the holds kept for one user: past it, the oldest
 // is left to its window.
 const maxProvisional = 4096
 
-func (p *provisional) push(key string, rv *ledger.Reservation) {
+// sweepKeys is how many other users' holds a push looks at.
+const sweepKeys = 4
+
+func (p *provisional) push(key string, rv *ledger.Reservation, window time.Duration) {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = map[string][]*ledger.Reservation{}
+		p.m = map[string][]heldCheck{}
 	}
-	q := p.m[key]
+	swept := 0
+	for k, q := range p.m {
+		if swept++; swept > sweepKeys {
+			break
+		}
+		if q = live(q, now); len(q) == 0 {
+			delete(p.m, k)
+		} else {
+			p.m[k] = q
+		}
+	}
+	q := live(p.m[key], now)
 	if len(q) >= maxProvisional {
 		q = q[1:]
 	}
-	p.m[key] = append(q, rv)
+	p.m[key] = append(q, heldCheck{rv: rv, expires: now.Add(window + time.Second)})
 }
 
+// live is q without the holds past their window, at now.
+func live(q []heldCheck, now time.Time) []heldCheck {
+	i := 0
+	for i < len(q) && !q[i].expires.After(now) {
+		q[i] = heldCheck{}
+		i++
+	}
+	return q[i:]
+}
+
+// pop removes and returns key's oldest hold still in its window, nil if
+// none.
 func (p *provisional) pop(key string) *ledger.Reservation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q := p.m[key]
+	q := live(p.m[key], time.Now())
 	if len(q) == 0 {
+		delete(p.m, key)
 		return nil
 	}
-	rv := q[0]
-	if q[0] = nil; len(q) == 1 {
+	rv := q[0].rv
+	if q[0] = (heldCheck{}); len(q) == 1 {
 		delete(p.m, key)
 	} else {
 		p.m[key] = q[1:]
