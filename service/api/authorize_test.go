@@ -9,6 +9,8 @@ import (
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
+	"github.com/tblimit/tblimit/service/api"
 	"github.com/tblimit/tblimit/testenv"
 )
 
@@ -161,5 +163,28 @@ func TestReserveAll(t *testing.T) {
 		money := e.resource(ledger.Resource{Kind: ledger.KindMoney, Window: time.Hour, DefaultLimit: 100})
 		_, err := e.cl.ReserveAll(ctx(t), &tblimitv1.ReserveAllRequest{Parts: []*tblimitv1.Part{{Resource: money.Name, User: "alice", Amount: 5}}})
 		code(t, "ReserveAll of a money resource", err, codes.InvalidArgument)
+	})
+}
+
+// Calls share the server's in-flight bound with Envoy's protocol: past it,
+// one fails at once with RESOURCE_EXHAUSTED.
+func TestCallsWithinTheBound(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		bound, err := service.NewBound(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := start(t, b, api.WithBound(bound))
+		r := e.resource(ledger.Resource{Window: time.Minute, DefaultLimit: 5, Lazy: true})
+		leave, err := bound.Enter() // another call, of either protocol, deciding
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.cl.Acquire(ctx(t), &tblimitv1.AcquireRequest{Resource: r.Name, User: "u"})
+		code(t, "Acquire past the bound", err, codes.ResourceExhausted)
+		leave()
+		if d := e.acquire(&tblimitv1.AcquireRequest{Resource: r.Name, User: "u"}); !d.GetAllowed() {
+			t.Fatalf("Acquire once the bound has room = %v, want allowed", d)
+		}
 	})
 }

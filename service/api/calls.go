@@ -7,6 +7,7 @@ import (
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
 )
 
 // The methods of LimitService: each goes through call, which checks its
@@ -16,32 +17,28 @@ import (
 
 // call is the one funnel of every method: it asks Authorize about the
 // method on the resources the request names, bounds the
-// call so that it ends before the caller's deadline (answerBefore), runs f
+// call so that it ends before the caller's deadline (service.AnswerBefore)
+// and within the in-flight bound, if any (WithBound), runs f
 // and turns its error into a gRPC status (statusOf).
 func call[Req, Resp any](ctx context.Context, s *Service, method string, resources []string, req Req, f func(context.Context, Req) (Resp, error)) (Resp, error) {
 	var none Resp
 	if err := s.allow(ctx, method, resources); err != nil {
 		return none, statusOf(err)
 	}
-	ctx, cancel := answerBefore(ctx)
+	if s.bound != nil {
+		leave, err := s.bound.Enter()
+		if err != nil {
+			return none, err
+		}
+		defer leave()
+	}
+	ctx, cancel := service.AnswerBefore(ctx)
 	defer cancel()
 	resp, err := f(ctx, req)
 	if err != nil {
 		return none, statusOf(err)
 	}
 	return resp, nil
-}
-
-// answerBefore bounds a call so that it ends before the caller's deadline,
-// by a fifth of the time left (at most 100 ms): a cluster that does not
-// answer is then reported (UNAVAILABLE) while the caller still listens.
-func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	left := time.Until(dl)
-	return context.WithDeadline(ctx, dl.Add(-min(left/5, 100*time.Millisecond)))
 }
 
 // Acquire takes units of a resource for a user (ledger.Client.Acquire).

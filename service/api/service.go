@@ -21,6 +21,7 @@ import (
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
 )
 
 // Service implements tblimit.v1.LimitService on a ledger.Client: what the
@@ -35,6 +36,7 @@ type Service struct {
 	c         *ledger.Client
 	resources *resources
 	authorize func(ctx context.Context, c Call) error
+	bound     *service.Bound // nil: calls are not bounded here
 }
 
 // Option configures a Service.
@@ -62,6 +64,13 @@ type Call struct {
 // bearer token from "authorization" on both. Tokens.Authorize is such an f.
 func Authorize(f func(ctx context.Context, c Call) error) Option {
 	return func(s *Service) { s.authorize = f }
+}
+
+// WithBound bounds the calls deciding at once by b, which Envoy's protocol
+// served beside the API shares (tblimit serve --max-waiting): past it, a
+// call fails at once with RESOURCE_EXHAUSTED (HTTP 503).
+func WithBound(b *service.Bound) Option {
+	return func(s *Service) { s.bound = b }
 }
 
 // New returns the service of c.

@@ -97,12 +97,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 		s.stats.called(start, resp, err)
 		traceCall(ctx, req, resp)
 	}()
-	select {
-	case s.waiting <- struct{}{}:
-		defer func() { <-s.waiting }()
-	default:
-		return nil, status.Errorf(codes.ResourceExhausted, "%d calls already deciding", cap(s.waiting))
+	leave, err := s.bound.Enter()
+	if err != nil {
+		return nil, err
 	}
+	defer leave()
 	switch {
 	case req.GetDomain() == "":
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
@@ -112,7 +111,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
 	// Everything the cluster is asked ends before the caller's deadline.
-	ctx, cancel := answerBefore(ctx)
+	ctx, cancel := service.AnswerBefore(ctx)
 	defer cancel()
 	resp, err = s.decide(ctx, req)
 	if err != nil && s.opts.failsOpen() && errors.Is(err, ledger.ErrUnavailable) {
@@ -169,19 +168,6 @@ func (s *Service) decide(ctx context.Context, req *rls.RateLimitRequest) (*rls.R
 // does not answer.
 func (o *options) failsOpen() bool {
 	return o.onUnavailable != nil && *o.onUnavailable == ledger.FailOpen
-}
-
-// answerBefore bounds a decision so that it ends before the caller's
-// deadline, by a fifth of the time left (at most 100 ms): a cluster that
-// does not answer is then reported (UNAVAILABLE, or OK when failing open)
-// while the caller still listens, as Envoy's failure_mode_deny expects.
-func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	left := time.Until(dl)
-	return context.WithDeadline(ctx, dl.Add(-min(left/5, 100*time.Millisecond)))
 }
 
 // check decides the check-only descriptors, taking nothing: over the limit

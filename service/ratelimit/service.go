@@ -18,6 +18,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes"
+	"github.com/tblimit/tblimit/service"
 )
 
 // Service answers Envoy's rate limit requests (ShouldRateLimit) from the
@@ -33,12 +34,12 @@ import (
 type Service struct {
 	rls.UnimplementedRateLimitServiceServer
 
-	c       *ledger.Client
-	group   *recipes.Group
-	opts    options
-	state   atomic.Pointer[state]
-	stats   *stats
-	waiting chan struct{}
+	c     *ledger.Client
+	group *recipes.Group
+	opts  options
+	state atomic.Pointer[state]
+	stats *stats
+	bound *service.Bound
 
 	overridesMu sync.Mutex
 	overrides   map[string]*rule // rules of Envoy's per-descriptor limits, by spec
@@ -72,6 +73,7 @@ type options struct {
 	onUnavailable   *ledger.OnUnavailable // nil: the ledger.Client's decides
 	responseHeaders bool
 	maxWaiting      int
+	bound           *service.Bound
 }
 
 // WithUnavailable sets what a call answers while the cluster does not
@@ -97,14 +99,21 @@ func ResponseHeaders() Option { return func(o *options) { o.responseHeaders = tr
 // cluster that does not keep up.
 func MaxWaiting(n int) Option { return func(o *options) { o.maxWaiting = n } }
 
+// SharedBound bounds the calls deciding at once by b, which other services
+// served beside this one (tblimit.v1) share: MaxWaiting is then b's size.
+func SharedBound(b *service.Bound) Option { return func(o *options) { o.bound = b } }
+
 // New returns a service deciding on c, with no configuration until Load.
 func New(c *ledger.Client, opts ...Option) (*Service, error) {
 	o := options{maxWaiting: 4096}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.maxWaiting <= 0 {
-		return nil, fmt.Errorf("%w: MaxWaiting(%d): must be positive", ledger.ErrInvalidAmount, o.maxWaiting)
+	if o.bound == nil {
+		if o.maxWaiting <= 0 {
+			return nil, fmt.Errorf("%w: MaxWaiting(%d): must be positive", ledger.ErrInvalidAmount, o.maxWaiting)
+		}
+		o.bound, _ = service.NewBound(o.maxWaiting)
 	}
 	var gopts []recipes.Option
 	if o.onUnavailable != nil {
@@ -114,8 +123,7 @@ func New(c *ledger.Client, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	waiting := make(chan struct{}, o.maxWaiting)
-	s := &Service{c: c, group: g, opts: o, stats: newStats(c, waiting), waiting: waiting, overrides: map[string]*rule{}}
+	s := &Service{c: c, group: g, opts: o, stats: newStats(c, o.bound), bound: o.bound, overrides: map[string]*rule{}}
 	s.state.Store(&state{cfg: &Config{domains: map[string]*level{}}, rules: map[*Rule]*rule{}})
 	return s, nil
 }
@@ -156,15 +164,8 @@ func (s *Service) Load(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
-// drain waits until no call is deciding: each holds a place in waiting.
-func (s *Service) drain() {
-	for range cap(s.waiting) {
-		s.waiting <- struct{}{}
-	}
-	for range cap(s.waiting) {
-		<-s.waiting
-	}
-}
+// drain waits until no call is deciding: each holds a place in the bound.
+func (s *Service) drain() { s.bound.Drain() }
 
 // Config returns the configuration in force and when it was loaded.
 func (s *Service) Config() (*Config, time.Time) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes/metrics"
+	"github.com/tblimit/tblimit/service"
 )
 
 // nearLimitRatio: an admitted hit that leaves less than this share of the
@@ -31,13 +32,14 @@ type stats struct {
 	calls   *prometheus.CounterVec
 	cluster *metrics.Collector
 	// waiting and maxWaiting read the calls holding a place of the
-	// Service's waiting, and its size.
+	// Service's bound, and its size (shared with tblimit.v1 when served
+	// beside it).
 	waiting, maxWaiting prometheus.Collector
 }
 
 // newStats returns the counters of a Service deciding on c whose calls
-// hold a place of waiting while they decide.
-func newStats(c *ledger.Client, waiting chan struct{}) *stats {
+// hold a place of the bound waiting while they decide.
+func newStats(c *ledger.Client, waiting *service.Bound) *stats {
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tblimit_ratelimit_" + name, Help: help}, []string{"domain", "descriptor"})
 	}
@@ -58,10 +60,10 @@ func newStats(c *ledger.Client, waiting chan struct{}) *stats {
 		cluster: metrics.New(c),
 		waiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tblimit_ratelimit_calls_waiting",
 			Help: "Calls deciding now; past tblimit_ratelimit_max_waiting, more fail at once with RESOURCE_EXHAUSTED."},
-			func() float64 { return float64(len(waiting)) }),
+			func() float64 { return float64(waiting.Len()) }),
 		maxWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tblimit_ratelimit_max_waiting",
 			Help: "The most calls deciding at once (MaxWaiting, tblimit serve --max-waiting)."},
-			func() float64 { return float64(cap(waiting)) }),
+			func() float64 { return float64(waiting.Cap()) }),
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdutil"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
+	"github.com/tblimit/tblimit/service"
 	"github.com/tblimit/tblimit/service/api"
 	"github.com/tblimit/tblimit/service/ratelimit"
 )
@@ -138,7 +139,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
 	fl.StringVar(&opts.TLSClientCA, "tls-client-ca", "", "mutual TLS: require client certificates signed by this CA (PEM) [env]")
-	fl.IntVar(&opts.MaxWaiting, "max-waiting", 4096, "the most calls deciding at once; more fail at once with RESOURCE_EXHAUSTED [env]")
+	fl.IntVar(&opts.MaxWaiting, "max-waiting", 4096, "the most calls deciding at once, of Envoy's protocol and tblimit.v1 together; more fail at once with RESOURCE_EXHAUSTED [env]")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long calls in flight may take to finish [env]")
 	fl.DurationVar(&opts.ReloadInterval, "reload-interval", time.Second, "how often the configuration's files are checked for changes")
 	fl.StringVar(&opts.LogFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line) [env]")
@@ -241,7 +242,13 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if opts.ResponseHeaders {
 		sopts = append(sopts, ratelimit.ResponseHeaders())
 	}
-	svc, err := ratelimit.New(c, append(sopts, ratelimit.MaxWaiting(opts.MaxWaiting))...)
+	// One bound for both protocols: --max-waiting calls deciding at once,
+	// Envoy's and tblimit.v1's together.
+	bound, err := service.NewBound(opts.MaxWaiting)
+	if err != nil {
+		return err
+	}
+	svc, err := ratelimit.New(c, append(sopts, ratelimit.SharedBound(bound))...)
 	if err != nil {
 		return err
 	}
@@ -267,6 +274,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 				return err
 			}))
 		}
+		aopts = append(aopts, api.WithBound(bound))
 		sv.Register = api.New(c, aopts...).Register
 	}
 	srv, err := ratelimit.NewServer(svc, tr.Server(sv))
