@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -185,6 +187,31 @@ func TestCallsWithinTheBound(t *testing.T) {
 		leave()
 		if d := e.acquire(&tblimitv1.AcquireRequest{Resource: r.Name, User: "u"}); !d.GetAllowed() {
 			t.Fatalf("Acquire once the bound has room = %v, want allowed", d)
+		}
+		// Both calls are counted, by method and code.
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(e.svc)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "tblimit_api_calls_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := ""
+				for _, l := range m.GetLabel() {
+					labels += l.GetName() + "=" + l.GetValue() + " "
+				}
+				got[labels] = m.GetCounter().GetValue()
+			}
+		}
+		for labels, n := range map[string]float64{"code=OK method=Acquire ": 1, "code=ResourceExhausted method=Acquire ": 1} {
+			if got[labels] != n {
+				t.Errorf("tblimit_api_calls_total{%s} = %v, want %v (all: %v)", labels, got[labels], n, got)
+			}
 		}
 	})
 }

@@ -20,7 +20,9 @@ import (
 // call so that it ends before the caller's deadline (service.AnswerBefore)
 // and within the in-flight bound, if any (WithBound), runs f
 // and turns its error into a gRPC status (statusOf).
-func call[Req, Resp any](ctx context.Context, s *Service, method string, resources []string, req Req, f func(context.Context, Req) (Resp, error)) (Resp, error) {
+func call[Req, Resp any](ctx context.Context, s *Service, method string, resources []string, req Req, f func(context.Context, Req) (Resp, error)) (_ Resp, err error) {
+	start := time.Now()
+	defer func() { s.stats.called(method, start, err) }()
 	var none Resp
 	if err := s.allow(ctx, method, resources); err != nil {
 		return none, statusOf(err)

@@ -37,6 +37,7 @@ type Service struct {
 	resources *resources
 	authorize func(ctx context.Context, c Call) error
 	bound     *service.Bound // nil: calls are not bounded here
+	stats     *stats
 }
 
 // Option configures a Service.
@@ -73,9 +74,11 @@ func WithBound(b *service.Bound) Option {
 	return func(s *Service) { s.bound = b }
 }
 
-// New returns the service of c.
+// New returns the service of c. It is a prometheus.Collector of the counts
+// and times of its calls (tblimit_api_calls_total,
+// tblimit_api_call_duration_seconds).
 func New(c *ledger.Client, opts ...Option) *Service {
-	s := &Service{c: c, resources: newResources(c)}
+	s := &Service{c: c, resources: newResources(c), stats: newStats()}
 	for _, o := range opts {
 		o(s)
 	}

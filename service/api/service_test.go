@@ -34,6 +34,7 @@ type env struct {
 	cl   tblimitv1.LimitServiceClient
 	grpc string // address
 	http string // base URL
+	svc  *api.Service
 }
 
 func start(t *testing.T, b *testenv.Backend, opts ...api.Option) *env {
@@ -47,7 +48,8 @@ func serve(t *testing.T, b *testenv.Backend, c *ledger.Client, opts ...api.Optio
 	t.Helper()
 	g := grpc.NewServer()
 	mux := http.NewServeMux()
-	api.New(c, opts...).Register(g, mux)
+	svc := api.New(c, opts...)
+	svc.Register(g, mux)
 	reflection.Register(g)
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +68,7 @@ func serve(t *testing.T, b *testenv.Backend, c *ledger.Client, opts ...api.Optio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{t: t, b: b, c: c, cl: tblimitv1.NewLimitServiceClient(conn), grpc: gl.Addr().String(), http: "http://" + hl.Addr().String()}
+	return &env{t: t, b: b, c: c, cl: tblimitv1.NewLimitServiceClient(conn), grpc: gl.Addr().String(), http: "http://" + hl.Addr().String(), svc: svc}
 }
 
 // resource creates a resource of the test's own (a name no other test

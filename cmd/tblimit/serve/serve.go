@@ -275,7 +275,9 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 			}))
 		}
 		aopts = append(aopts, api.WithBound(bound))
-		sv.Register = api.New(c, aopts...).Register
+		as := api.New(c, aopts...)
+		reg.MustRegister(as)
+		sv.Register = as.Register
 	}
 	srv, err := ratelimit.NewServer(svc, tr.Server(sv))
 	if err != nil {
