@@ -243,14 +243,16 @@ func (c *Client) endLease(l *lease, now int64) []tb.Transfer {
 	}
 	t := l.hold
 	t.Timeout = uint32(min(secs, math.MaxUint32))
-	return regrant(t, l.used)
+	return regrant(t, l.used, endID(roleCancel, fromTB(t.ID)), NewID(), t.Code)
 }
 
-// regrant returns the chain that voids pending transfer t and takes used of
-// its units again for t.Timeout seconds.
-func regrant(t tb.Transfer, used uint64) []tb.Transfer {
-	void := tb.Transfer{
-		ID:              endID(roleCancel, fromTB(t.ID)).tb(),
+// regrant returns the chain that voids pending transfer t (with ID void)
+// and takes used of its units again (a hold with ID again and code code)
+// for t.Timeout seconds, linked: a lease giving back what it did not use, a
+// Reservation's commit keeping what the work used.
+func regrant(t tb.Transfer, used uint64, void, again ID, code uint16) []tb.Transfer {
+	end := tb.Transfer{
+		ID:              void.tb(),
 		PendingID:       t.ID,
 		DebitAccountID:  t.DebitAccountID,
 		CreditAccountID: t.CreditAccountID,
@@ -259,15 +261,16 @@ func regrant(t tb.Transfer, used uint64) []tb.Transfer {
 		Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
 	}
 	if used == 0 {
-		return []tb.Transfer{void}
+		return []tb.Transfer{end}
 	}
-	void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
-	again := t
-	again.ID = NewID().tb()
-	again.Timestamp = 0
-	again.Amount = tb.ToUint128(used)
-	again.Flags = tb.TransferFlags{Pending: true}.ToUint16()
-	return []tb.Transfer{void, again}
+	end.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
+	kept := t
+	kept.ID = again.tb()
+	kept.Timestamp = 0
+	kept.Amount = tb.ToUint128(used)
+	kept.Code = code
+	kept.Flags = tb.TransferFlags{Pending: true}.ToUint16()
+	return []tb.Transfer{end, kept}
 }
 
 // regranted reports whether next holds again units of the hold that void

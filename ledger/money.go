@@ -211,7 +211,7 @@ func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reserva
 	hold := o.chain[o.first()]
 	if !o.earlier {
 		rv.heldAt = d.Timestamp
-	} else if hold, err = c.authorizationHold(ctx, r, p.ID); err != nil {
+	} else if hold, err = c.heldUnder(ctx, r.Ledger, codePayHold, p.ID, !o.marked); err != nil {
 		return nil, err
 	} else {
 		rv.heldAt = hold.Timestamp
@@ -232,29 +232,6 @@ func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reserva
 		return nil, fmt.Errorf("%w: %s named a payment made at once, not an authorization", ErrIDReused, p.ID)
 	}
 	return rv, nil
-}
-
-// authorizationHold finds the hold on r that an authorization under
-// request ID key made: the hold is named key, or carries it when a later
-// attempt under key made it.
-func (c *Client) authorizationHold(ctx context.Context, r Resource, key ID) (tb.Transfer, error) {
-	ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{key.tb()})
-	if err != nil {
-		return tb.Transfer{}, err
-	}
-	if len(ts) == 1 && ts[0].Code == codePayHold && ts[0].TransferFlags().Pending {
-		return ts[0], nil
-	}
-	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codePayHold}
-	if ts, err = c.conn.QueryTransfers(ctx, &f, 16); err != nil {
-		return tb.Transfer{}, err
-	}
-	for _, t := range ts {
-		if t.TransferFlags().Pending {
-			return t, nil
-		}
-	}
-	return tb.Transfer{}, fmt.Errorf("ledger: the authorization made under %s was not found", key)
 }
 
 // authorized returns the pending payment linked to limit hold hold on r

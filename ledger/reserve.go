@@ -67,17 +67,7 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if len(ds) == 0 {
 		return nil, err
 	}
-	rv := &Reservation{c: c, res: r, u: c.users.get(r, req.User), d: ds[0]}
-	secs, _ := WindowSeconds(r.Window)
-	rv.t = tb.Transfer{
-		DebitAccountID:  rv.u.id.tb(),
-		CreditAccountID: OperatorID(r.Ledger).tb(),
-		Amount:          tb.ToUint128(req.Amount),
-		Timeout:         secs,
-		Ledger:          r.Ledger,
-		Code:            codeReserve,
-		UserData64:      req.Ref,
-	}
+	rv := c.newReservation(Part{Resource: r, Request: req}, ds[0])
 	unanswered := rv.d.Reason == Unavailable
 	if !unanswered && (err != nil || !rv.OK()) {
 		return rv, err
@@ -92,13 +82,29 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
-		held, err := c.heldFor(ctx, r, req.ID)
+		held, err := c.heldUnder(ctx, r.Ledger, codeReserve, req.ID, false)
 		if err != nil {
 			return nil, err
 		}
 		rv.t.PendingID, rv.heldAt = held.ID, held.Timestamp
 	}
 	return rv, nil
+}
+
+// newReservation is the reservation of part p decided d, its hold not
+// named yet (PendingID and heldAt are the caller's to set once known).
+func (c *Client) newReservation(p Part, d Decision) *Reservation {
+	secs, _ := WindowSeconds(p.Resource.Window)
+	u := c.users.get(p.Resource, p.Request.User)
+	return &Reservation{c: c, res: p.Resource, u: u, d: d, t: tb.Transfer{
+		DebitAccountID:  u.id.tb(),
+		CreditAccountID: OperatorID(p.Resource.Ledger).tb(),
+		Amount:          tb.ToUint128(p.Request.Amount),
+		Timeout:         secs,
+		Ledger:          p.Resource.Ledger,
+		Code:            codeReserve,
+		UserData64:      p.Request.Ref,
+	}}
 }
 
 // ReserveAll reserves every part or none: one linked chain of holds, as
@@ -120,17 +126,7 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 	}
 	rvs := make([]*Reservation, len(parts))
 	for i, p := range parts {
-		secs, _ := WindowSeconds(p.Resource.Window)
-		u := c.users.get(p.Resource, p.Request.User)
-		rvs[i] = &Reservation{c: c, res: p.Resource, u: u, d: ds[i], t: tb.Transfer{
-			DebitAccountID:  u.id.tb(),
-			CreditAccountID: OperatorID(p.Resource.Ledger).tb(),
-			Amount:          tb.ToUint128(p.Request.Amount),
-			Timeout:         secs,
-			Ledger:          p.Resource.Ledger,
-			Code:            codeReserve,
-			UserData64:      p.Request.Ref,
-		}}
+		rvs[i] = c.newReservation(p, ds[i])
 	}
 	if err != nil || !ds[0].Allowed || ds[0].Reason == Unavailable {
 		return rvs, err // denied, or unanswered: nothing this call may read of o
@@ -158,22 +154,9 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 // the first part's request ID took, for rvs: the first attempt (whose first
 // hold is named by the ID) or, when marked, a later one.
 func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservation, marked bool) error {
-	key := parts[0].Request.ID
-	var first tb.Transfer
-	if marked {
-		var err error
-		if first, err = c.heldFor(ctx, parts[0].Resource, key); err != nil {
-			return err
-		}
-	} else {
-		ts, err := c.conn.LookupTransfers(ctx, []tb.Uint128{key.tb()})
-		if err != nil {
-			return err
-		}
-		if len(ts) == 0 {
-			return fmt.Errorf("ledger: the hold admitted under %s was not found", key)
-		}
-		first = ts[0]
+	first, err := c.heldUnder(ctx, parts[0].Resource.Ledger, codeReserve, parts[0].Request.ID, !marked)
+	if err != nil {
+		return err
 	}
 	rvs[0].t.PendingID, rvs[0].heldAt = first.ID, first.Timestamp
 	for i := 1; i < len(parts); i++ {
@@ -194,15 +177,23 @@ func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservat
 	return nil
 }
 
-// heldFor finds the hold on r that an attempt under request ID key took.
-func (c *Client) heldFor(ctx context.Context, r Resource, key ID) (tb.Transfer, error) {
-	f := tb.QueryFilter{UserData128: key.tb(), Ledger: r.Ledger, Code: codeReserve}
-	ts, err := c.conn.QueryTransfers(ctx, &f, 16)
+// heldUnder finds the hold of code on ledger that an attempt under request
+// ID key took: named by key when the first attempt under it took it
+// (named), else carrying key, as a later attempt's hold does (see again).
+func (c *Client) heldUnder(ctx context.Context, ledger uint32, code uint16, key ID, named bool) (tb.Transfer, error) {
+	var ts []tb.Transfer
+	var err error
+	if named {
+		ts, err = c.conn.LookupTransfers(ctx, []tb.Uint128{key.tb()})
+	} else {
+		f := tb.QueryFilter{UserData128: key.tb(), Ledger: ledger, Code: code}
+		ts, err = c.conn.QueryTransfers(ctx, &f, 16)
+	}
 	if err != nil {
 		return tb.Transfer{}, err
 	}
 	for _, t := range ts {
-		if t.TransferFlags().Pending {
+		if t.TransferFlags().Pending && t.Code == code && t.Ledger == ledger {
 			return t, nil
 		}
 	}
@@ -217,7 +208,7 @@ func (c *Client) ReservationFor(ctx context.Context, r Resource, id ID) (*Reserv
 	if !errors.Is(err, ErrUnknownReservation) {
 		return rv, err
 	}
-	held, err := c.heldFor(ctx, r, id)
+	held, err := c.heldUnder(ctx, r.Ledger, codeReserve, id, false)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, err
@@ -363,57 +354,38 @@ func (r *Reservation) op(chain []tb.Transfer) *op {
 // from the hold so that a retry is applied once:
 //   - roleCancel: void the hold (and an authorization's payment);
 //   - roleCommit: void the hold and hold n of its units again until the
-//     hold would have expired (and post n of an authorization's payment),
-//     linked, so that all happens or none.
+//     hold would have expired (regrant, as a lease gives back what it did
+//     not use), and post n of an authorization's payment, linked, so that
+//     all happens or none.
 func (r *Reservation) ending(role byte, n uint64) []tb.Transfer {
 	hold := fromTB(r.t.PendingID)
-	void := tb.Transfer{
-		ID:              endID(role, hold).tb(),
-		PendingID:       r.t.PendingID,
-		DebitAccountID:  r.t.DebitAccountID,
-		CreditAccountID: r.t.CreditAccountID,
-		Ledger:          r.t.Ledger,
-		Code:            r.t.Code,
-		Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
-	}
-	var payEnd tb.Transfer
-	if r.pay != nil {
-		payEnd = tb.Transfer{
-			ID:              endID(role, fromTB(r.pay.ID)).tb(),
-			PendingID:       r.pay.ID,
-			DebitAccountID:  r.pay.DebitAccountID,
-			CreditAccountID: r.pay.CreditAccountID,
-			Ledger:          r.pay.Ledger,
-			Code:            r.pay.Code,
-			Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
-		}
-	}
+	t := r.t
+	t.ID, t.PendingID, t.Timeout = r.t.PendingID, tb.Uint128{}, r.rest()
+	var chain []tb.Transfer
 	if role == roleCancel {
-		if r.pay == nil {
-			return []tb.Transfer{void}
-		}
-		void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
-		return []tb.Transfer{void, payEnd}
-	}
-	void.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
-	kept := tb.Transfer{
-		ID:              keptID(hold).tb(),
-		DebitAccountID:  r.t.DebitAccountID,
-		CreditAccountID: r.t.CreditAccountID,
-		Amount:          tb.ToUint128(n),
-		Timeout:         r.rest(),
-		UserData64:      r.t.UserData64,
-		Ledger:          r.t.Ledger,
-		Code:            codeKept,
-		Flags:           tb.TransferFlags{Pending: true}.ToUint16(),
+		chain = regrant(t, 0, endID(roleCancel, hold), ID{}, 0)
+	} else {
+		chain = regrant(t, n, endID(roleCommit, hold), keptID(hold), codeKept)
 	}
 	if r.pay == nil {
-		return []tb.Transfer{void, kept}
+		return chain
 	}
-	kept.Flags = tb.TransferFlags{Pending: true, Linked: true}.ToUint16()
-	payEnd.Amount = tb.ToUint128(n)
-	payEnd.Flags = tb.TransferFlags{PostPendingTransfer: true}.ToUint16()
-	return []tb.Transfer{void, kept, payEnd}
+	last := &chain[len(chain)-1]
+	last.Flags |= tb.TransferFlags{Linked: true}.ToUint16()
+	payEnd := tb.Transfer{
+		ID:              endID(role, fromTB(r.pay.ID)).tb(),
+		PendingID:       r.pay.ID,
+		DebitAccountID:  r.pay.DebitAccountID,
+		CreditAccountID: r.pay.CreditAccountID,
+		Ledger:          r.pay.Ledger,
+		Code:            r.pay.Code,
+		Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
+	}
+	if role == roleCommit {
+		payEnd.Amount = tb.ToUint128(n)
+		payEnd.Flags = tb.TransferFlags{PostPendingTransfer: true}.ToUint16()
+	}
+	return append(chain, payEnd)
 }
 
 // rest is the timeout that keeps units from now until the hold would have
