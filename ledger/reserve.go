@@ -16,6 +16,9 @@ var (
 	// ErrReservationEnded means a reservation was ended otherwise before:
 	// cancelled before a Commit, or committed with another amount.
 	ErrReservationEnded = errors.New("ledger: reservation already ended")
+	// ErrReservationCancelled means a reservation was cancelled (or given
+	// back by Reset) before a Commit: it is ErrReservationEnded too.
+	ErrReservationCancelled = fmt.Errorf("%w: cancelled", ErrReservationEnded)
 	// ErrUnknownReservation means no reservation has the hold ID given to
 	// Client.Reservation.
 	ErrUnknownReservation = errors.New("ledger: unknown reservation")
@@ -317,7 +320,7 @@ func (r *Reservation) commit(ctx context.Context, n uint64) error {
 	case endExpired:
 		return fmt.Errorf("%w: %s", ErrReservationExpired, r.d.ID)
 	case endVoidedYet:
-		return fmt.Errorf("%w: %s was cancelled", ErrReservationEnded, r.d.ID)
+		return fmt.Errorf("%w: %s", ErrReservationCancelled, r.d.ID)
 	case endNoHold:
 		return fmt.Errorf("%w: %s", ErrUnknownReservation, r.d.ID)
 	}

@@ -16,8 +16,12 @@ import (
 
 // pairID is the ID of the hold that the check of request reqID makes on
 // its rule for its user, and, with a suffix, of what its charge records:
-// the same in every server that shares the cluster.
+// the same in every server that shares the cluster. A descriptor that names
+// no request (a charge_after rule's) has none: zero.
 func (it *item) pairID(suffix string) ledger.ID {
+	if it.reqID == "" {
+		return ledger.ID{}
+	}
 	return ledger.KeyID("envoy\x00" + it.rule.spec + "\x00" + it.user + "\x00" + it.reqID + suffix)
 }
 
@@ -55,28 +59,40 @@ func (s *Service) after(ctx context.Context, items []item) error {
 	return nil
 }
 
-// settlePair settles the hold that its check made to its hits: kept until
-// the hold's window ends, the rest given back; hits beyond the hold are
-// charged. A charge whose check is unknown, or whose hold expired, is
-// charged whole. Each part is named by the request's ID: a charge sent
-// again is recorded once.
+// settlePair settles the hold that its check made, found by the request's
+// ID (settleHold); a charge whose check is unknown (denied, or never seen)
+// is charged whole.
 func (s *Service) settlePair(ctx context.Context, it *item) (ledger.Decision, error) {
-	settled := ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}
 	rv, err := s.c.ReservationFor(ctx, it.rule.res, it.pairID(""))
 	switch {
 	case errors.Is(err, ledger.ErrUnknownReservation):
-		return s.chargePart(ctx, it, it.hits, "\x00charge", settled) // the check was denied, or never came
+		rv = nil
 	case err != nil:
 		return ledger.Decision{}, err
 	}
+	return s.settleHold(ctx, it, rv)
+}
+
+// settleHold settles rv, the hold of its check, to its hits: kept until the
+// hold's window ends, the rest given back, hits beyond the hold charged. A
+// charge with no hold (nil), or whose hold expired or was cancelled (a
+// request another descriptor refused), is charged whole; one whose hold was
+// settled before is this charge sent again. A pair's charges are named by
+// the request's ID, so a charge sent again is recorded once.
+func (s *Service) settleHold(ctx context.Context, it *item, rv *ledger.Reservation) (ledger.Decision, error) {
+	settled := ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}
+	if rv == nil {
+		return s.chargePart(ctx, it, it.hits, "\x00charge", settled)
+	}
 	held := rv.Amount()
+	var err error
 	if n := min(it.hits, held); n == 0 {
 		err = rv.Cancel(ctx)
 	} else {
 		err = rv.CommitN(ctx, n)
 	}
 	switch {
-	case errors.Is(err, ledger.ErrReservationExpired):
+	case errors.Is(err, ledger.ErrReservationExpired), errors.Is(err, ledger.ErrReservationCancelled):
 		return s.chargePart(ctx, it, it.hits, "\x00charge", settled)
 	case errors.Is(err, ledger.ErrReservationEnded):
 		return settled, nil // settled before: this charge sent again
@@ -86,8 +102,8 @@ func (s *Service) settlePair(ctx context.Context, it *item) (ledger.Decision, er
 	return s.chargePart(ctx, it, it.hits-min(it.hits, held), "\x00excess", settled)
 }
 
-// chargePart charges n of its hits under the pair's ID with suffix; none
-// answers settled.
+// chargePart charges n of its hits under the pair's ID with suffix (none,
+// for a descriptor that names no request); 0 hits answer settled.
 func (s *Service) chargePart(ctx context.Context, it *item, n uint64, suffix string, settled ledger.Decision) (ledger.Decision, error) {
 	if n == 0 {
 		return settled, nil
@@ -266,26 +282,11 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 
 // settleCheck records the charge after a call: it settles the oldest hold
 // that a check of its user made in this server (the check before the call,
-// most likely) to its hits, and charges what that hold did not cover. A
-// charge with no such hold is charged whole. Each charge teaches its rule
-// what calls cost lately.
+// most likely) to its hits (settleHold). Each charge teaches its rule what
+// calls cost lately.
 func (s *Service) settleCheck(ctx context.Context, it *item) (ledger.Decision, error) {
 	it.rule.estimate.add(it.hits)
-	rv := s.provisional.pop(it.debtKey())
-	if rv == nil {
-		return s.charge(ctx, it, it.hits, ledger.ID{})
-	}
-	held := rv.Amount()
-	switch err := rv.CommitN(ctx, min(it.hits, held)); {
-	case errors.Is(err, ledger.ErrReservationExpired), errors.Is(err, ledger.ErrReservationEnded):
-		return s.charge(ctx, it, it.hits, ledger.ID{}) // expired, or released: nothing covers the call
-	case err != nil:
-		return ledger.Decision{}, err
-	}
-	if excess := it.hits - min(it.hits, held); excess > 0 {
-		return s.charge(ctx, it, excess, ledger.ID{})
-	}
-	return ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}, nil
+	return s.settleHold(ctx, it, s.provisional.pop(it.debtKey()))
 }
 
 // provisional are the holds that checks before calls made, by rule and

@@ -136,3 +136,33 @@ descriptors:
 		}
 	})
 }
+
+// A paired check held in a request that another descriptor refused is
+// given back; the call did not go ahead, but a charge that comes for it all
+// the same is recorded, not taken for a charge sent again.
+func TestChargeOfAReleasedCheck(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		e := start(t, b, nil, `
+domain: DOMAIN
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 10000, reserve_key: check, settle_key: charge}
+  - key: route
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`)
+		if got := codesOf(e.ask(desc("route", "r"))); got != "OK: OK" {
+			t.Fatalf("route's only request = %s", got)
+		}
+		r := e.ask(hits(4000, desc("user", "alice", "check", "req-1")), desc("route", "r"))
+		if codesOf(r) != "OVER_LIMIT: OK OVER_LIMIT" {
+			t.Fatalf("check with a refused route = %s, want OVER_LIMIT: OK OVER_LIMIT", codesOf(r))
+		}
+		if r := e.ask(hits(300, desc("user", "alice", "charge", "req-1"))); codesOf(r) != "OK: OK" {
+			t.Fatalf("its charge = %s, want OK", codesOf(r))
+		}
+		res, _ := e.svc.Resource(mustRule(t, e.svc)) // the first rule: user
+		if u, err := ledger.New(b.Client, ledger.WithNow(b.Now)).Inspect(context.Background(), res, "alice"); err != nil || u.InFlight != 300 {
+			t.Fatalf("alice after the released check and a charge of 300 = %+v, %v; want 300 in flight", u, err)
+		}
+	})
+}
