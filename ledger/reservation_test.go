@@ -205,11 +205,14 @@ func TestReservationUnderAnID(t *testing.T) {
 		if _, err := c.Reserve(ctx, r, ledger.Request{User: "u", Amount: 3, ID: id}); !errors.Is(err, ledger.ErrIDReused) {
 			t.Fatalf("Reserve(3) under the ID of a reservation of 4 = %v, want ErrIDReused", err)
 		}
-		found, err := c.ReservationFor(ctx, r, id)
+		found, err := c.ReservationFor(ctx, r, "u", id)
 		if err != nil || found.Hold() != first.Hold() {
 			t.Fatalf("ReservationFor(%s) = %v, %v; want hold %s", id, found, err, first.Hold())
 		}
-		if _, err := c.ReservationFor(ctx, r, ledger.KeyID(b.Key("never"))); !errors.Is(err, ledger.ErrUnknownReservation) {
+		if _, err := c.ReservationFor(ctx, r, "someone-else", id); !errors.Is(err, ledger.ErrUnknownReservation) {
+			t.Fatalf("ReservationFor(another user, %s) = %v, want ErrUnknownReservation", id, err)
+		}
+		if _, err := c.ReservationFor(ctx, r, "u", ledger.KeyID(b.Key("never"))); !errors.Is(err, ledger.ErrUnknownReservation) {
 			t.Fatalf("ReservationFor(an ID never used) = %v, want ErrUnknownReservation", err)
 		}
 		// Denied first, then admitted under the same ID: found by the ID.
@@ -224,7 +227,7 @@ func TestReservationUnderAnID(t *testing.T) {
 		if err != nil || !rv.OK() {
 			t.Fatalf("Reserve(7) once 10 are left = %+v, %v; want reserved", rv, err)
 		}
-		found, err = c.ReservationFor(ctx, r, late)
+		found, err = c.ReservationFor(ctx, r, "u", late)
 		if err != nil || found.Hold() != rv.Hold() {
 			t.Fatalf("ReservationFor(%s) = %v, %v; want hold %s", late, found, err, rv.Hold())
 		}

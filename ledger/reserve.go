@@ -200,25 +200,31 @@ func (c *Client) heldUnder(ctx context.Context, ledger uint32, code uint16, key 
 			return t, nil
 		}
 	}
-	return tb.Transfer{}, fmt.Errorf("ledger: the hold admitted under %s was not found", key)
+	return tb.Transfer{}, fmt.Errorf("%w: no hold admitted under %s", ErrUnknownReservation, key)
 }
 
-// ReservationFor returns the reservation made on r under request ID id
-// (Request.ID of the Reserve that made it), as Reservation finds one by its
-// hold: ErrUnknownReservation when none was made, or when only denied.
-func (c *Client) ReservationFor(ctx context.Context, r Resource, id ID) (*Reservation, error) {
-	rv, err := c.Reservation(ctx, id) // the hold is named id, unless an attempt under it was denied first
-	if !errors.Is(err, ErrUnknownReservation) {
-		return rv, err
-	}
-	held, err := c.heldUnder(ctx, r.Ledger, codeReserve, id, false)
+// ReservationFor returns the reservation that user's Reserve on r made
+// under request ID id (Request.ID), as Reservation finds one by its hold
+// but without reading the resource and the user, which the caller names:
+// one request (two when an attempt under id was denied before the one that
+// reserved). It is ErrUnknownReservation when none was made for user, or
+// only denied.
+func (c *Client) ReservationFor(ctx context.Context, r Resource, user string, id ID) (*Reservation, error) {
+	key, err := NormalizeKey(user)
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: none made under %s", ErrUnknownReservation, id)
+		return nil, err
 	}
-	return c.Reservation(ctx, fromTB(held.ID))
+	t, err := c.heldUnder(ctx, r.Ledger, codeReserve, id, true) // the hold is named id...
+	if errors.Is(err, ErrUnknownReservation) {
+		t, err = c.heldUnder(ctx, r.Ledger, codeReserve, id, false) // ...unless an attempt under it was denied first
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fromTB(t.DebitAccountID) != UserID(r.Ledger, key) {
+		return nil, fmt.Errorf("%w: %s was not made for %q", ErrUnknownReservation, id, key)
+	}
+	return c.reservationOf(r, key, t, nil), nil
 }
 
 // OK reports whether the units were reserved.
@@ -477,7 +483,14 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 	if err != nil {
 		return nil, err
 	}
-	id := hold
+	return c.reservationOf(r, key, t, pay), nil
+}
+
+// reservationOf is the reservation whose hold is t, a pending transfer on
+// r of user key ("" when not known: the Client's view of the user is then
+// not told of its end) and, for an authorization, its pending payment pay.
+func (c *Client) reservationOf(r Resource, key string, t tb.Transfer, pay *tb.Transfer) *Reservation {
+	id := fromTB(t.ID)
 	if t.UserData128 != (tb.Uint128{}) {
 		id = fromTB(t.UserData128) // the request's name, when not the hold's
 	}
@@ -495,7 +508,7 @@ func (c *Client) Reservation(ctx context.Context, hold ID) (*Reservation, error)
 		Ledger:          t.Ledger,
 		Code:            t.Code,
 	}
-	return rv, nil
+	return rv
 }
 
 // keyOf is the key of the user whose account on r is uid, "" when it is

@@ -63,7 +63,7 @@ func (s *Service) after(ctx context.Context, items []item) error {
 // ID (settleHold); a charge whose check is unknown (denied, or never seen)
 // is charged whole.
 func (s *Service) settlePair(ctx context.Context, it *item) (ledger.Decision, error) {
-	rv, err := s.c.ReservationFor(ctx, it.rule.res, it.pairID(""))
+	rv, err := s.c.ReservationFor(ctx, it.rule.res, it.user, it.pairID(""))
 	switch {
 	case errors.Is(err, ledger.ErrUnknownReservation):
 		rv = nil
