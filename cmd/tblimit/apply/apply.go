@@ -180,12 +180,11 @@ func planApply(ctx context.Context, c *ledger.Client, name string, want []fileRe
 		return plan, 0, err
 	}
 	for _, fr := range want {
-		err := cmdutil.CheckNewResource(fr.Resource, all)
+		exists, err := ledger.CheckNewResource(fr.Resource, all)
 		switch {
-		case errors.Is(err, cmdutil.ErrResourceExists):
 		case err != nil:
 			return plan, 0, yamlpos.AtLine(name, fr.line, "resource %s: %w", fr.Name, err)
-		default:
+		case !exists:
 			plan.create = append(plan.create, fr.Resource)
 			def := cmdutil.ResourceOut(fr.Resource)
 			plan.changes = append(plan.changes, changeJSON{Action: "create_resource", Resource: fr.Name, Definition: &def})

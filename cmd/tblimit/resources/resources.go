@@ -3,7 +3,6 @@ package resources
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -124,13 +123,13 @@ func resourcesCreateRun(ctx context.Context, opts *resourcesCreateOptions) error
 		if err != nil {
 			return err
 		}
-		err = cmdutil.CheckNewResource(r, all)
+		exists, err := ledger.CheckNewResource(r, all)
 		switch {
-		case errors.Is(err, cmdutil.ErrResourceExists):
-			created = false
-			return nil
 		case err != nil:
 			return err
+		case exists:
+			created = false
+			return nil
 		}
 		return c.CreateResource(ctx, r)
 	})
