@@ -221,7 +221,7 @@ func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, 
 		}
 		switch out {
 		case outReusedID:
-			return nil, fmt.Errorf("%w: %s (%s)", ErrIDReused, o.name(), s.Status)
+			return nil, fmt.Errorf("%w: %s named a request with %s", ErrIDReused, o.name(), differs(s.Status))
 		case outUnexpected:
 			return nil, transferStatusError(i, s.Status)
 		}

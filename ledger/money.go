@@ -355,7 +355,7 @@ func fundOutcome(o *op, currency uint32, user string, id ID) error {
 		case outNoResource:
 			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, user, currency)
 		case outReusedID:
-			return fmt.Errorf("%w: %s, for a fund (%s)", ErrIDReused, id, s.Status)
+			return fmt.Errorf("%w: %s named a fund with %s", ErrIDReused, id, differs(s.Status))
 		case outAdmitted, outLinked:
 		default:
 			return transferStatusError(i, s.Status)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -86,7 +87,7 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 		case accountMade(s.Status):
 		case accountExistsDifferently(s.Status):
 			if i == 0 {
-				return fmt.Errorf("%w: ledger %d: %s", ErrResourceMismatch, r.Ledger, s.Status)
+				return fmt.Errorf("%w: ledger %d holds an account of %s", ErrResourceMismatch, r.Ledger, strings.TrimPrefix(differs(s.Status), "another "))
 			}
 			return fmt.Errorf("%w: ledger %d has a foreign account %s where tblimit keeps one of its own: %s",
 				ErrResourceMismatch, accounts[i].Ledger, fromTB(accounts[i].ID), s.Status)

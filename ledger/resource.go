@@ -182,7 +182,7 @@ func validName(name string) error {
 		return fmt.Errorf("%w: empty name", ErrInvalidResource)
 	}
 	if len(name) > MaxNameLen {
-		return fmt.Errorf("%w: name %q is longer than %d characters", ErrInvalidResource, name, MaxNameLen)
+		return fmt.Errorf("%w: name %s is longer than %d characters", ErrInvalidResource, clip(name), MaxNameLen)
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
@@ -215,11 +215,11 @@ func NormalizeKey(key string) (string, error) {
 	}
 	if !ascii {
 		if !utf8.ValidString(key) {
-			return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidKey, key)
+			return "", fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, clip(key))
 		}
 		for i, r := range key {
 			if unicode.IsControl(r) {
-				return "", fmt.Errorf("%w: %q has a control character (%U) at byte %d", ErrInvalidKey, key, r, i)
+				return "", fmt.Errorf("%w: %s has a control character (%U) at byte %d", ErrInvalidKey, clip(key), r, i)
 			}
 		}
 		key = norm.NFC.String(key)
@@ -233,4 +233,18 @@ func NormalizeKey(key string) (string, error) {
 		return "", fmt.Errorf("%w: %q begins or ends with white space", ErrInvalidKey, key)
 	}
 	return key, nil
+}
+
+// clip quotes s for a message, its first 64 bytes at most: a message
+// never echoes an unbounded input whole.
+func clip(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }

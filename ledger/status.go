@@ -1,6 +1,12 @@
 package ledger
 
-import tb "github.com/tigerbeetle/tigerbeetle-go"
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+)
 
 // outcome is what a create result means for a decision. TigerBeetle's
 // statuses are read in this file only, one function per meaning: the
@@ -146,4 +152,28 @@ func classifyCarry(s tb.CreateTransferStatus) (carried, raced bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// differs says in words what an exists-with-different status found
+// different ("another amount", "another debit account ID"), for messages
+// that a caller reads: TigerBeetle's status names stay in StatusError.
+func differs(s fmt.Stringer) string {
+	_, field, ok := strings.Cut(s.String(), "ExistsWithDifferent")
+	if !ok || field == "" {
+		return "another request under that ID"
+	}
+	var words []string
+	start := 0
+	for i := 1; i <= len(field); i++ {
+		if i == len(field) || unicode.IsUpper(rune(field[i])) && !unicode.IsUpper(rune(field[i-1])) ||
+			unicode.IsDigit(rune(field[i])) && !unicode.IsDigit(rune(field[i-1])) {
+			w := field[start:i]
+			if w != "ID" {
+				w = strings.ToLower(w)
+			}
+			words = append(words, w)
+			start = i
+		}
+	}
+	return "another " + strings.Join(words, " ")
 }
