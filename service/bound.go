@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Bound bounds the calls deciding at once: past it, a call fails at once
@@ -30,7 +29,7 @@ func (b *Bound) Enter() (leave func(), err error) {
 	case b.slots <- struct{}{}:
 		return func() { <-b.slots }, nil
 	default:
-		return nil, status.Errorf(codes.ResourceExhausted, "%d calls already deciding", cap(b.slots))
+		return nil, Errorf(codes.ResourceExhausted, ReasonOverloaded, "%d calls already deciding", cap(b.slots))
 	}
 }
 

@@ -7,9 +7,6 @@ import (
 )
 
 var (
-	// errOverLimit means an amount exceeds a user's whole limit: it can
-	// never be admitted, so it is the caller's error, not a denial.
-	errOverLimit = service.Invalid("api: amount over the whole limit")
 	// errInvalid means a request's field is out of range.
 	errInvalid = service.Invalid("api: invalid argument")
 	// ErrTokenFile means a token file (LoadTokens) could not be read or

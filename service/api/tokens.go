@@ -5,17 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tblimit/tblimit/service"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // Tokens authorizes calls by bearer token (authorization: Bearer <token>),
@@ -102,6 +104,25 @@ func (t *Tokens) Reload(force bool) (bool, error) {
 	return true, nil
 }
 
+// Path returns the token file's path.
+func (t *Tokens) Path() string { return t.path }
+
+// Resources returns the resource names the tokens in force grant
+// permissions on ("*" left out), sorted, each once.
+func (t *Tokens) Resources() []string {
+	seen := map[string]bool{}
+	for _, g := range t.table.Load().byHash {
+		for _, rs := range g.allow {
+			for name := range rs.names {
+				if name != "*" {
+					seen[name] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
 // Len returns how many tokens are in force.
 func (t *Tokens) Len() int { return len(t.table.Load().byHash) }
 
@@ -116,22 +137,22 @@ func (t *Tokens) Authorize(ctx context.Context, c Call) error {
 	secret, ok := bearer(ctx)
 	if !ok {
 		t.denied.WithLabelValues(deniedNoToken, method).Inc()
-		return status.Error(codes.Unauthenticated, "api: no bearer token: send the header authorization: Bearer <token>")
+		return service.Errorf(codes.Unauthenticated, service.ReasonUnauthenticated, "api: no bearer token: send the header authorization: Bearer <token>")
 	}
 	g := t.table.Load().byHash[sha256.Sum256([]byte(secret))]
 	if g == nil {
 		t.denied.WithLabelValues(deniedUnknownToken, method).Inc()
-		return status.Error(codes.Unauthenticated, "api: unknown bearer token")
+		return service.Errorf(codes.Unauthenticated, service.ReasonUnauthenticated, "api: unknown bearer token")
 	}
 	rs, ok := g.allow[c.Permission]
 	if !ok {
 		t.denied.WithLabelValues(deniedNotAllowed, method).Inc()
-		return status.Errorf(codes.PermissionDenied, "api: token %q lacks the %s permission (%s)", g.name, c.Permission, method)
+		return service.Errorf(codes.PermissionDenied, service.ReasonPermissionDenied, "api: token %q lacks the %s permission (%s)", g.name, c.Permission, method)
 	}
 	for _, r := range c.Resources {
 		if !rs.has(r) {
 			t.denied.WithLabelValues(deniedNotAllowed, method).Inc()
-			return status.Errorf(codes.PermissionDenied, "api: token %q lacks the %s permission on resource %q (%s)", g.name, c.Permission, r, method)
+			return service.Errorf(codes.PermissionDenied, service.ReasonPermissionDenied, "api: token %q lacks the %s permission on resource %q (%s)", g.name, c.Permission, r, method)
 		}
 	}
 	return nil
@@ -238,7 +259,7 @@ func parseGrant(n *yaml.Node, bad func(*yaml.Node, string, ...any) error) ([sha2
 	case tok == nil || tok.Kind != yaml.ScalarNode || tok.Value == "":
 		return hash, nil, bad(n, "token %q: no token: want sha256:<hex> or the token", g.name)
 	case allow == nil || allow.Kind != yaml.MappingNode || len(allow.Content) == 0:
-		return hash, nil, bad(n, "token %q: no allow: want decide, read, fund or reset, each with resources or \"*\"", g.name)
+		return hash, nil, bad(n, "token %q: no allow: want decide, read, fund, reset or admin, each with resources or \"*\"", g.name)
 	}
 	hash, err := tokenHash(tok.Value)
 	if err != nil {
@@ -248,7 +269,7 @@ func parseGrant(n *yaml.Node, bad func(*yaml.Node, string, ...any) error) ([sha2
 		k, v := allow.Content[i], allow.Content[i+1]
 		p, ok := permissionNamed(k.Value)
 		if !ok {
-			return hash, nil, bad(k, "token %q: unknown permission %q: want decide, read, fund or reset", g.name, k.Value)
+			return hash, nil, bad(k, "token %q: unknown permission %q: want decide, read, fund, reset or admin", g.name, k.Value)
 		}
 		rs, err := parseResources(v)
 		if err != nil {
@@ -302,7 +323,7 @@ func parseResources(n *yaml.Node) (resourceSet, error) {
 
 // permissionNamed is the Permission named s (Permission.String).
 func permissionNamed(s string) (Permission, bool) {
-	for _, p := range []Permission{PermDecide, PermFund, PermReset, PermRead} {
+	for _, p := range []Permission{PermDecide, PermFund, PermReset, PermRead, PermAdmin} {
 		if p.String() == s {
 			return p, true
 		}

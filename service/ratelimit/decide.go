@@ -7,7 +7,6 @@ import (
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/recipes"
@@ -104,11 +103,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest
 	defer leave()
 	switch {
 	case req.GetDomain() == "":
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+		return nil, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "rate limit domain must not be empty")
 	case len(req.GetDescriptors()) == 0:
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+		return nil, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "rate limit descriptor list must not be empty")
 	case len(req.GetDescriptors()) > MaxDescriptors:
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
+		return nil, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "%d descriptors in one request: at most %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
 	// Everything the cluster is asked ends before the caller's deadline.
 	ctx, cancel := service.AnswerBefore(ctx)

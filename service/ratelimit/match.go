@@ -12,9 +12,9 @@ import (
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/text/unicode/norm"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
 )
 
 // Entry is one key and value of a request's descriptor.
@@ -293,14 +293,14 @@ func (it *item) costOf(named []Entry) error {
 			continue
 		}
 		if it.reqID != "" {
-			return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s names its request twice (entries %q and %q): want one", r.Key, r.ReserveKey, r.SettleKey)
+			return service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "a descriptor of rule %s names its request twice (entries %q and %q): want one", r.Key, r.ReserveKey, r.SettleKey)
 		}
 		if it.reqID = en.Value; it.reqID == "" {
-			return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s has an empty request ID in entry %q", r.Key, en.Key)
+			return service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "a descriptor of rule %s has an empty request ID in entry %q", r.Key, en.Key)
 		}
 	}
 	if it.reqID == "" {
-		return status.Errorf(codes.InvalidArgument, "a descriptor of rule %s names no request: rule %s:%d pairs a call's check (entry %q) with its charge (entry %q) by the request's ID",
+		return service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "a descriptor of rule %s names no request: rule %s:%d pairs a call's check (entry %q) with its charge (entry %q) by the request's ID",
 			r.Key, r.File, r.Line, r.ReserveKey, r.SettleKey)
 	}
 	return nil
@@ -312,7 +312,7 @@ func (it *item) costOf(named []Entry) error {
 func (s *Service) override(ctx context.Context, domain string, entries []Entry, lim *rlcommon.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
 	raw := lim.GetUnit()
 	if raw < 1 || raw > 7 {
-		return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", raw)
+		return nil, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "a descriptor's limit override has unit %v: want SECOND to YEAR", raw)
 	}
 	u := TimeUnit(raw)
 	spec := domain + "\x00override"
@@ -338,7 +338,7 @@ func (s *Service) override(ctx context.Context, domain string, entries []Entry, 
 		return prev, nil
 	}
 	if len(s.overrides) >= maxOverrides {
-		return nil, status.Errorf(codes.InvalidArgument, "more than %d distinct limit overrides (domain, keys, unit): refused", maxOverrides)
+		return nil, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "more than %d distinct limit overrides (domain, keys, unit): refused", maxOverrides)
 	}
 	s.overrides[spec] = rl
 	return rl, nil
