@@ -28,6 +28,8 @@ type policyItem struct {
 	remaining uint64
 	reset     time.Duration
 	noReset   bool // t is left out (concurrency, when admitted)
+	// money: the unit is a currency's smallest unit (qu="currency-units").
+	money bool
 }
 
 // itemOf is the header item of policy result p. A policy not decided
@@ -85,6 +87,23 @@ func rateLimitFields(items []policyItem) (policy, state string) {
 	return strings.Join(ps, ", "), strings.Join(ss, ", ")
 }
 
+// DecisionFields returns the RateLimit-Policy and RateLimit items that
+// report decision d of resource r, as RateLimitFields does a Result's: one
+// item named after the resource, whose unit is its kind's (requests,
+// content-bytes, currency-units); only the policy when d was not made
+// (the cluster unavailable). tblimit.v1's HTTP answers carry them.
+func DecisionFields(r ledger.Resource, d ledger.Decision) (policy, state string) {
+	unit := Requests
+	if r.Kind == ledger.KindBytes {
+		unit = ContentBytes
+	}
+	it := policyItem{name: r.Name, unit: unit, quota: d.Limit, window: r.Window, money: r.Kind == ledger.KindMoney}
+	if d.Reason != ledger.Unavailable && d.Reason != ledger.Undecided {
+		it.known, it.remaining, it.reset = true, d.Remaining, d.ResetIn()
+	}
+	return rateLimitFields([]policyItem{it})
+}
+
 // writeRateLimit adds the RateLimit-Policy and RateLimit lines that report
 // res to h: every middleware of the package writes its fields here. It adds
 // (never sets) a line of each, so that several middlewares each add
@@ -101,7 +120,10 @@ func writeRateLimit(h http.Header, res Result) {
 
 func (it policyItem) policy() string {
 	s := sfString(it.name) + ";q=" + sfInteger(it.quota)
-	if it.unit != Requests {
+	switch {
+	case it.money:
+		s += ";qu=" + sfString("currency-units")
+	case it.unit != Requests:
 		s += ";qu=" + sfString(it.unit.String())
 	}
 	if it.window > 0 {

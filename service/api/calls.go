@@ -60,7 +60,7 @@ func (s *Service) acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &tblimitv1.AcquireResponse{Decision: decision(d)}, nil
+	return &tblimitv1.AcquireResponse{Decision: decisionOf(ctx, r, d)}, nil
 }
 
 // request resolves a request for units of a resource.
@@ -95,7 +95,7 @@ func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllReque
 		if err := overLimit(d, parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
 			return nil, fmt.Errorf("part %d: %w", i, err)
 		}
-		out.Decisions = append(out.Decisions, decision(d))
+		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i].Resource, d))
 	}
 	return out, nil
 }
@@ -128,6 +128,9 @@ func (s *Service) ReserveAll(ctx context.Context, req *tblimitv1.ReserveAllReque
 }
 
 func (s *Service) reserveAll(ctx context.Context, req *tblimitv1.ReserveAllRequest) (*tblimitv1.ReserveAllResponse, error) {
+	if _, err := s.requiredID(req.GetRequestId()); err != nil {
+		return nil, err
+	}
 	parts, err := s.parts(ctx, req.GetParts(), req.GetRequestId(), req.GetReference())
 	if err != nil {
 		return nil, err
@@ -146,7 +149,7 @@ func (s *Service) reserveAll(ctx context.Context, req *tblimitv1.ReserveAllReque
 		if err := overLimit(rv.Decision(), parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
 			return nil, fmt.Errorf("part %d: %w", i, err)
 		}
-		out.Decisions = append(out.Decisions, decision(rv.Decision()))
+		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i].Resource, rv.Decision()))
 		if out.Allowed {
 			out.ReservationIds = append(out.ReservationIds, rv.Hold().String())
 		}
@@ -171,7 +174,7 @@ func (s *Service) peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimi
 	if err != nil {
 		return nil, err
 	}
-	return &tblimitv1.PeekResponse{Decision: decision(d)}, nil
+	return &tblimitv1.PeekResponse{Decision: decisionOf(ctx, r, d)}, nil
 }
 
 // Pay pays under a money limit (ledger.Client.Pay).
@@ -180,7 +183,7 @@ func (s *Service) Pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv
 }
 
 func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv1.PayResponse, error) {
-	id, err := requestID(req.GetRequestId())
+	id, err := s.requiredID(req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +199,13 @@ func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv
 	if err != nil {
 		return nil, err
 	}
-	return &tblimitv1.PayResponse{Decision: decision(d)}, nil
+	// What the payer holds after it: read once decided, so that a caller
+	// need not ask (a denial moved nothing, and says so too).
+	funds, err := s.c.Funds(ctx, r.Currency, p.From)
+	if err != nil {
+		return nil, err
+	}
+	return &tblimitv1.PayResponse{Decision: decisionOf(ctx, r, d), Funds: funds}, nil
 }
 
 // money resolves a money resource.
@@ -215,7 +224,7 @@ func (s *Service) Fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimi
 }
 
 func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimitv1.FundResponse, error) {
-	id, err := requestID(req.GetRequestId())
+	id, err := s.requiredID(req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +268,9 @@ func (s *Service) Reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 }
 
 func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*tblimitv1.ReserveResponse, error) {
+	if _, err := s.requiredID(req.GetRequestId()); err != nil {
+		return nil, err
+	}
 	r, lreq, err := s.request(ctx, req.GetResource(), req.GetUser(), req.GetAmount(), req.GetRequestId(), req.GetReference())
 	if err != nil {
 		return nil, err
@@ -288,7 +300,7 @@ func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	out := &tblimitv1.ReserveResponse{Decision: decision(rv.Decision())}
+	out := &tblimitv1.ReserveResponse{Decision: decisionOf(ctx, r, rv.Decision())}
 	if h := rv.Hold(); !h.IsZero() {
 		out.ReservationId = h.String()
 	}
@@ -398,6 +410,9 @@ func (s *Service) history(ctx context.Context, req *tblimitv1.HistoryRequest) (*
 	if n > maxHistory {
 		return nil, fmt.Errorf("%w: max %d, at most %d", errInvalid, n, maxHistory)
 	}
+	if err := span(req.GetFrom(), req.GetTo()); err != nil {
+		return nil, err
+	}
 	r, err := s.resources.get(ctx, req.GetResource())
 	if err != nil {
 		return nil, err
@@ -446,6 +461,9 @@ func (s *Service) Audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tbli
 }
 
 func (s *Service) audit(ctx context.Context, req *tblimitv1.AuditRequest) (*tblimitv1.AuditResponse, error) {
+	if err := span(req.GetFrom(), req.GetTo()); err != nil {
+		return nil, err
+	}
 	r, err := s.resources.get(ctx, req.GetResource())
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/service"
 )
 
@@ -22,21 +25,45 @@ import (
 const maxBody = 4 << 20
 
 // registerHTTP adds a route per method: POST /v1/<method in kebab case>,
-// the request and the response in the protobuf JSON mapping.
+// the request and the response in the protobuf JSON mapping; any other
+// path under /v1/, or another HTTP method, is answered in the same JSON
+// error shape (404, 405).
 func (s *Service) registerHTTP(mux *http.ServeMux) {
-	route(mux, "/v1/acquire", s.Acquire)
-	route(mux, "/v1/acquire-all", s.AcquireAll)
-	route(mux, "/v1/peek", s.Peek)
-	route(mux, "/v1/pay", s.Pay)
-	route(mux, "/v1/fund", s.Fund)
-	route(mux, "/v1/funds", s.Funds)
-	route(mux, "/v1/reserve", s.Reserve)
-	route(mux, "/v1/reserve-all", s.ReserveAll)
-	route(mux, "/v1/commit", s.Commit)
-	route(mux, "/v1/cancel", s.Cancel)
-	route(mux, "/v1/reset", s.Reset)
-	route(mux, "/v1/history", s.History)
-	route(mux, "/v1/audit", s.Audit)
+	routes := map[string]bool{}
+	add := func(path string, h http.HandlerFunc) {
+		routes[path] = true
+		mux.HandleFunc("POST "+path, h)
+	}
+	add("/v1/acquire", route(s, tblimitv1.LimitService_Acquire_FullMethodName, s.Acquire))
+	add("/v1/acquire-all", route(s, tblimitv1.LimitService_AcquireAll_FullMethodName, s.AcquireAll))
+	add("/v1/peek", route(s, tblimitv1.LimitService_Peek_FullMethodName, s.Peek))
+	add("/v1/pay", route(s, tblimitv1.LimitService_Pay_FullMethodName, s.Pay))
+	add("/v1/fund", route(s, tblimitv1.LimitService_Fund_FullMethodName, s.Fund))
+	add("/v1/funds", route(s, tblimitv1.LimitService_Funds_FullMethodName, s.Funds))
+	add("/v1/reserve", route(s, tblimitv1.LimitService_Reserve_FullMethodName, s.Reserve))
+	add("/v1/reserve-all", route(s, tblimitv1.LimitService_ReserveAll_FullMethodName, s.ReserveAll))
+	add("/v1/commit", route(s, tblimitv1.LimitService_Commit_FullMethodName, s.Commit))
+	add("/v1/cancel", route(s, tblimitv1.LimitService_Cancel_FullMethodName, s.Cancel))
+	add("/v1/reset", route(s, tblimitv1.LimitService_Reset_FullMethodName, s.Reset))
+	add("/v1/history", route(s, tblimitv1.LimitService_History_FullMethodName, s.History))
+	add("/v1/audit", route(s, tblimitv1.LimitService_Audit_FullMethodName, s.Audit))
+	add("/v1/create-resource", route(s, tblimitv1.LimitService_CreateResource_FullMethodName, s.CreateResource))
+	add("/v1/list-resources", route(s, tblimitv1.LimitService_ListResources_FullMethodName, s.ListResources))
+	add("/v1/add-users", route(s, tblimitv1.LimitService_AddUsers_FullMethodName, s.AddUsers))
+	add("/v1/set-limit", route(s, tblimitv1.LimitService_SetLimit_FullMethodName, s.SetLimit))
+	add("/v1/get-user", route(s, tblimitv1.LimitService_GetUser_FullMethodName, s.GetUser))
+	add("/v1/list-users", route(s, tblimitv1.LimitService_ListUsers_FullMethodName, s.ListUsers))
+	add("/v1/migrate-user", route(s, tblimitv1.LimitService_MigrateUser_FullMethodName, s.MigrateUser))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if routes[r.URL.Path] {
+			w.Header().Set("Allow", http.MethodPost)
+			writeErrorStatus(w, service.Errorf(codes.Unimplemented, service.ReasonMethodNotAllowed,
+				"%s is answered to POST only", r.URL.Path), http.StatusMethodNotAllowed)
+			return
+		}
+		writeErrorStatus(w, service.Errorf(codes.NotFound, service.ReasonNotFound,
+			"no such path: tblimit.v1's are POST /v1/<method> (docs/api.md)"), http.StatusNotFound)
+	})
 }
 
 var (
@@ -46,40 +73,85 @@ var (
 	marshal = protojson.MarshalOptions{EmitUnpopulated: true}
 )
 
-// route serves POST path by call, the gRPC method itself.
+// route is the HTTP handler of method, served by call, the gRPC method
+// itself. The caller's token is checked before its body is read (the
+// permission on some resource; call checks it on the resources the
+// body names); a body over maxBody is 413. A decision's answer carries
+// the RateLimit-Policy and RateLimit fields of its decisions.
 func route[Req any, Resp proto.Message, PReq interface {
 	*Req
 	proto.Message
-}](mux *http.ServeMux, path string, call func(context.Context, PReq) (Resp, error)) {
-	mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+}](s *Service, method string, call func(context.Context, PReq) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := incoming(r)
+		if err := s.allow(ctx, method, nil); err != nil {
+			writeError(w, statusOf(err))
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeError(w, status.Error(codes.InvalidArgument, "reading the request: "+err.Error()))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			writeErrorStatus(w, service.Errorf(codes.ResourceExhausted, service.ReasonTooLarge,
+				"the body is over %d bytes", maxBody), http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			writeError(w, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument, "reading the request: %v", err))
 			return
 		}
 		req := PReq(new(Req))
 		if err := unmarshal.Unmarshal(body, req); err != nil {
-			writeError(w, status.Errorf(codes.InvalidArgument, "the body is not a %s in JSON: %v", req.ProtoReflect().Descriptor().Name(), err))
+			writeError(w, service.Errorf(codes.InvalidArgument, service.ReasonInvalidArgument,
+				"the body is not the JSON of a tblimit.v1.%s: %v", req.ProtoReflect().Descriptor().Name(), err))
 			return
 		}
-		resp, err := call(incoming(r), req)
+		fields := new(rateFields)
+		resp, err := call(context.WithValue(ctx, rateFieldsKey{}, fields), req)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 		out, err := marshal.Marshal(resp)
 		if err != nil {
-			writeError(w, status.Error(codes.Internal, err.Error()))
+			writeError(w, service.Status(err))
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		fields.write(h)
 		code, retry := decided(resp)
 		if retry > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+			h.Set("Retry-After", strconv.FormatInt(retry, 10))
 		}
 		w.WriteHeader(code)
 		w.Write(out)
-	})
+	}
+}
+
+// rateFieldsKey is the context key of an HTTP call's rateFields.
+type rateFieldsKey struct{}
+
+// rateFields gathers the RateLimit-Policy and RateLimit items of an HTTP
+// call's decisions (decisionOf adds them), for its answer's header.
+type rateFields struct{ policy, state []string }
+
+func (f *rateFields) add(r ledger.Resource, d ledger.Decision) {
+	p, st := recipes.DecisionFields(r, d)
+	if p != "" {
+		f.policy = append(f.policy, p)
+	}
+	if st != "" {
+		f.state = append(f.state, st)
+	}
+}
+
+func (f *rateFields) write(h http.Header) {
+	if len(f.policy) > 0 {
+		h.Set("RateLimit-Policy", strings.Join(f.policy, ", "))
+	}
+	if len(f.state) > 0 {
+		h.Set("RateLimit", strings.Join(f.state, ", "))
+	}
 }
 
 // incoming is r's context with r's headers as incoming gRPC metadata, as
@@ -124,9 +196,15 @@ func decided(resp proto.Message) (int, int64) {
 }
 
 // writeError answers a failed call: its gRPC status as JSON
-// ({"code": 5, "message": "..."}, google.rpc.Status) with the HTTP status
-// of its code.
+// ({"code": 5, "message": "...", "details": [ErrorInfo]},
+// google.rpc.Status) with the HTTP status of its code.
 func writeError(w http.ResponseWriter, err error) {
+	writeErrorStatus(w, err, service.HTTPStatus(status.Code(err)))
+}
+
+// writeErrorStatus is writeError with an HTTP status of its own (413,
+// 404, 405).
+func writeErrorStatus(w http.ResponseWriter, err error, httpStatus int) {
 	st := status.Convert(err)
 	out, merr := marshal.Marshal(st.Proto())
 	if merr != nil {
@@ -140,6 +218,6 @@ func writeError(w http.ResponseWriter, err error) {
 	case codes.Unauthenticated:
 		w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750
 	}
-	w.WriteHeader(service.HTTPStatus(st.Code()))
+	w.WriteHeader(httpStatus)
 	w.Write(out)
 }

@@ -27,7 +27,7 @@ func TestGeneratedCodeMatchesProto(t *testing.T) {
 	defer f.Close()
 	var (
 		block   = regexp.MustCompile(`^(message|enum|service) (\w+) \{`)
-		field   = regexp.MustCompile(`^(?:repeated )?[\w.]+ (\w+) = (\d+);`)
+		field   = regexp.MustCompile(`^(?:repeated |optional )?[\w.]+ (\w+) = (\d+);`)
 		value   = regexp.MustCompile(`^([A-Z_0-9]+) = (\d+);`)
 		method  = regexp.MustCompile(`^rpc (\w+)\(`)
 		in      string // the message, enum or service being read

@@ -30,8 +30,12 @@ func newResources(c *ledger.Client) *resources {
 
 // get finds a resource by name, or by ledger number as the CLI does.
 func (rs *resources) get(ctx context.Context, name string) (ledger.Resource, error) {
-	if name == "" {
+	switch {
+	case name == "":
 		return ledger.Resource{}, fmt.Errorf("%w: resource is empty", errInvalid)
+	case len(name) > ledger.MaxNameLen:
+		// Neither a name nor a ledger number: not echoed back whole.
+		return ledger.Resource{}, fmt.Errorf("%w: resource of %d bytes: a name has at most %d", ledger.ErrUnknownResource, len(name), ledger.MaxNameLen)
 	}
 	if r, ok, err := rs.find(name); ok || err != nil {
 		return r, err

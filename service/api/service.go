@@ -38,6 +38,7 @@ type Service struct {
 	authorize func(ctx context.Context, c Call) error
 	bound     *service.Bound // nil: calls are not bounded here
 	stats     *stats
+	requireID bool // RequireRequestID
 }
 
 // Option configures a Service.
@@ -74,6 +75,15 @@ func WithBound(b *service.Bound) Option {
 	return func(s *Service) { s.bound = b }
 }
 
+// RequireRequestID refuses a Pay, Fund, Reserve or ReserveAll without a
+// request_id (INVALID_ARGUMENT, reason REQUEST_ID_REQUIRED): a client
+// whose library drops the field by accident (proto-loader without
+// keepCase reads requestId, not request_id) is told at once, instead of
+// moving money again on a retry.
+func RequireRequestID() Option {
+	return func(s *Service) { s.requireID = true }
+}
+
 // New returns the service of c. It is a prometheus.Collector of the counts
 // and times of its calls (tblimit_api_calls_total,
 // tblimit_api_call_duration_seconds).
@@ -96,7 +106,7 @@ func (s *Service) Register(g grpc.ServiceRegistrar, mux *http.ServeMux) {
 	}
 }
 
-// Permission is what a call needs: one of four, so that an operator can
+// Permission is what a call needs: one of five, so that an operator can
 // let a service decide without letting it fund or reset.
 type Permission uint8
 
@@ -109,9 +119,12 @@ const (
 	PermReset
 	// PermRead: Funds, History, Audit.
 	PermRead
+	// PermAdmin: provisioning, CreateResource to MigrateUser (on
+	// CreateResource and ListResources, the resources are "*").
+	PermAdmin
 )
 
-// String returns "decide", "fund", "reset" or "read".
+// String returns "decide", "fund", "reset", "read" or "admin".
 func (p Permission) String() string {
 	switch p {
 	case PermDecide:
@@ -122,6 +135,8 @@ func (p Permission) String() string {
 		return "reset"
 	case PermRead:
 		return "read"
+	case PermAdmin:
+		return "admin"
 	}
 	return fmt.Sprintf("Permission(%d)", uint8(p))
 }
@@ -141,6 +156,14 @@ var permissions = map[string]Permission{
 	tblimitv1.LimitService_Funds_FullMethodName:      PermRead,
 	tblimitv1.LimitService_History_FullMethodName:    PermRead,
 	tblimitv1.LimitService_Audit_FullMethodName:      PermRead,
+
+	tblimitv1.LimitService_CreateResource_FullMethodName: PermAdmin,
+	tblimitv1.LimitService_ListResources_FullMethodName:  PermAdmin,
+	tblimitv1.LimitService_AddUsers_FullMethodName:       PermAdmin,
+	tblimitv1.LimitService_SetLimit_FullMethodName:       PermAdmin,
+	tblimitv1.LimitService_GetUser_FullMethodName:        PermAdmin,
+	tblimitv1.LimitService_ListUsers_FullMethodName:      PermAdmin,
+	tblimitv1.LimitService_MigrateUser_FullMethodName:    PermAdmin,
 }
 
 // MethodPermission returns the permission of a LimitService method, by its
@@ -168,8 +191,12 @@ var reasons = map[ledger.Reason]tblimitv1.Reason{
 	ledger.Unavailable:       tblimitv1.Reason_REASON_UNAVAILABLE,
 }
 
-// decision is the one builder of the API's Decision.
-func decision(d ledger.Decision) *tblimitv1.Decision {
+// decisionOf is the one builder of the API's Decision: d, a decision on
+// resource r. An HTTP call's answer gets its RateLimit fields from here.
+func decisionOf(ctx context.Context, r ledger.Resource, d ledger.Decision) *tblimitv1.Decision {
+	if f, ok := ctx.Value(rateFieldsKey{}).(*rateFields); ok {
+		f.add(r, d)
+	}
 	reason := reasons[d.Reason]
 	if !d.Allowed && d.Reason == ledger.Admitted {
 		reason = tblimitv1.Reason_REASON_UNSPECIFIED // a part that fit, of a chain another part refused
@@ -202,6 +229,14 @@ func requestID(s string) (ledger.ID, error) {
 	return ledger.KeyID(s), nil
 }
 
+// requiredID is requestID, refusing none when RequireRequestID is set.
+func (s *Service) requiredID(rid string) (ledger.ID, error) {
+	if rid == "" && s.requireID {
+		return ledger.ID{}, fmt.Errorf("%w: this server takes payments, funds and reservations under a request_id only (tblimit serve --require-request-id)", service.ErrRequestIDRequired)
+	}
+	return requestID(rid)
+}
+
 // units is a request's amount: 0 means 1.
 func units(n uint64) uint64 { return max(n, 1) }
 
@@ -211,7 +246,7 @@ func overLimit(d ledger.Decision, amount uint64, r ledger.Resource, user string)
 	if d.Allowed || d.Reason != ledger.LimitExceeded || d.RetryAfter >= 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d exceeds the whole limit %d of %q on %s", errOverLimit, amount, d.Limit, user, r.Name)
+	return fmt.Errorf("%w: %d exceeds the whole limit %d of %q on %s", service.ErrExceedsLimit, amount, d.Limit, user, r.Name)
 }
 
 // timeOf is a request's time: the zero time (no bound) when not set.
@@ -220,6 +255,15 @@ func timeOf(t *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return t.AsTime()
+}
+
+// span checks a request's from and to: from after to is the caller's
+// mistake, not an empty answer.
+func span(from, to *timestamppb.Timestamp) error {
+	if from != nil && to != nil && from.AsTime().After(to.AsTime()) {
+		return fmt.Errorf("%w: from %s is after to %s", errInvalid, from.AsTime().Format(time.RFC3339Nano), to.AsTime().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // timestamp is t in the API, nil for the zero time.

@@ -421,6 +421,9 @@ func TestAuthorize(t *testing.T) {
 		}
 		n := r.Name
 		want := []string{"/tblimit.v1.LimitService/Acquire decide [" + n + "] ", "/tblimit.v1.LimitService/Reset reset [" + n + "] ",
+			// Over HTTP, the token is checked before the body is read
+			// (on no resource), and again on the body's.
+			"/tblimit.v1.LimitService/Reset reset [] Bearer admin",
 			"/tblimit.v1.LimitService/Reset reset [" + n + "] Bearer admin", "/tblimit.v1.LimitService/Reserve decide [" + n + "] ",
 			"/tblimit.v1.LimitService/Commit decide [] ", "/tblimit.v1.LimitService/Commit decide [" + n + "] "}
 		mu.Lock()

@@ -152,6 +152,63 @@ func (End) EnumDescriptor() ([]byte, []int) {
 	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{1}
 }
 
+// Kind is what a resource's unit is.
+type Kind int32
+
+const (
+	// Not set: an error where a kind is needed.
+	Kind_KIND_UNSPECIFIED Kind = 0
+	// A request.
+	Kind_KIND_REQUESTS Kind = 1
+	// A byte.
+	Kind_KIND_BYTES Kind = 2
+	// The smallest unit of a currency: a money limit over payments.
+	Kind_KIND_MONEY Kind = 3
+)
+
+// Enum value maps for Kind.
+var (
+	Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_REQUESTS",
+		2: "KIND_BYTES",
+		3: "KIND_MONEY",
+	}
+	Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_REQUESTS":    1,
+		"KIND_BYTES":       2,
+		"KIND_MONEY":       3,
+	}
+)
+
+func (x Kind) Enum() *Kind {
+	p := new(Kind)
+	*p = x
+	return p
+}
+
+func (x Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_tblimit_v1_tblimit_proto_enumTypes[2].Descriptor()
+}
+
+func (Kind) Type() protoreflect.EnumType {
+	return &file_tblimit_v1_tblimit_proto_enumTypes[2]
+}
+
+func (x Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Kind.Descriptor instead.
+func (Kind) EnumDescriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{2}
+}
+
 // Decision is the answer to a request for units.
 type Decision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -784,7 +841,10 @@ type PayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The decision: denied with REASON_LIMIT_EXCEEDED or
 	// REASON_INSUFFICIENT_FUNDS, nothing at all moved.
-	Decision      *Decision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	Decision *Decision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	// What the payer holds on the currency after the call, read once it was
+	// decided (other payments may have moved it since).
+	Funds         uint64 `protobuf:"varint,2,opt,name=funds,proto3" json:"funds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -824,6 +884,13 @@ func (x *PayResponse) GetDecision() *Decision {
 		return x.Decision
 	}
 	return nil
+}
+
+func (x *PayResponse) GetFunds() uint64 {
+	if x != nil {
+		return x.Funds
+	}
+	return 0
 }
 
 // FundRequest asks to credit money to a user.
@@ -2167,6 +2234,962 @@ func (x *AuditResponse) GetOver() []*timestamppb.Timestamp {
 	return nil
 }
 
+// Resource is a limited resource: one TigerBeetle ledger.
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 12 characters of a-z, 0-9, '-', '_' and '.'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What a unit is.
+	Kind Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=tblimit.v1.Kind" json:"kind,omitempty"`
+	// The TigerBeetle ledger of the limit (not 0).
+	Ledger uint32 `protobuf:"varint,3,opt,name=ledger,proto3" json:"ledger,omitempty"`
+	// How long an admitted unit counts: whole seconds, 1 s to 136 years.
+	Window *durationpb.Duration `protobuf:"bytes,4,opt,name=window,proto3" json:"window,omitempty"`
+	// The limit of a user added without one, or made on first use.
+	DefaultLimit uint64 `protobuf:"varint,5,opt,name=default_limit,json=defaultLimit,proto3" json:"default_limit,omitempty"`
+	// Whether an unknown user is made on its first decision, with the
+	// default limit (never for money).
+	Lazy bool `protobuf:"varint,6,opt,name=lazy,proto3" json:"lazy,omitempty"`
+	// Money only: the ledger of the currency paid in (not 0, not ledger).
+	Currency      uint32 `protobuf:"varint,7,opt,name=currency,proto3" json:"currency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetKind() Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Kind_KIND_UNSPECIFIED
+}
+
+func (x *Resource) GetLedger() uint32 {
+	if x != nil {
+		return x.Ledger
+	}
+	return 0
+}
+
+func (x *Resource) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Resource) GetDefaultLimit() uint64 {
+	if x != nil {
+		return x.DefaultLimit
+	}
+	return 0
+}
+
+func (x *Resource) GetLazy() bool {
+	if x != nil {
+		return x.Lazy
+	}
+	return false
+}
+
+func (x *Resource) GetCurrency() uint32 {
+	if x != nil {
+		return x.Currency
+	}
+	return 0
+}
+
+// CreateResourceRequest asks to create a resource.
+type CreateResourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource's definition.
+	Resource      *Resource `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateResourceRequest) Reset() {
+	*x = CreateResourceRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateResourceRequest) ProtoMessage() {}
+
+func (x *CreateResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateResourceRequest.ProtoReflect.Descriptor instead.
+func (*CreateResourceRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateResourceRequest) GetResource() *Resource {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+// CreateResourceResponse is the resource as the cluster keeps it.
+type CreateResourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource.
+	Resource *Resource `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Whether this call created it (false: it existed, as asked).
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateResourceResponse) Reset() {
+	*x = CreateResourceResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateResourceResponse) ProtoMessage() {}
+
+func (x *CreateResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateResourceResponse.ProtoReflect.Descriptor instead.
+func (*CreateResourceResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CreateResourceResponse) GetResource() *Resource {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+func (x *CreateResourceResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// ListResourcesRequest asks for every resource.
+type ListResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResourcesRequest) Reset() {
+	*x = ListResourcesRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourcesRequest) ProtoMessage() {}
+
+func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
+func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{33}
+}
+
+// ListResourcesResponse is every resource.
+type ListResourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By ledger.
+	Resources     []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResourcesResponse) Reset() {
+	*x = ListResourcesResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourcesResponse) ProtoMessage() {}
+
+func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
+func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListResourcesResponse) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// NewUser is a user to add, with its limit.
+type NewUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's key: 1 to 1024 bytes of UTF-8, no control characters, no
+	// white space at either end.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Units per window; unset: the resource's default limit (for a user
+	// that exists too: AddUsers sets the limits it is given).
+	Limit         *uint64 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewUser) Reset() {
+	*x = NewUser{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewUser) ProtoMessage() {}
+
+func (x *NewUser) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewUser.ProtoReflect.Descriptor instead.
+func (*NewUser) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *NewUser) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *NewUser) GetLimit() uint64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+// AddUsersRequest asks to add users to a resource.
+type AddUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource's name.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The users, 1 to 100,000, each key once.
+	Users         []*NewUser `protobuf:"bytes,2,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddUsersRequest) Reset() {
+	*x = AddUsersRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddUsersRequest) ProtoMessage() {}
+
+func (x *AddUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddUsersRequest.ProtoReflect.Descriptor instead.
+func (*AddUsersRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AddUsersRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *AddUsersRequest) GetUsers() []*NewUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// AddUsersResponse says that every user has its limit now.
+type AddUsersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddUsersResponse) Reset() {
+	*x = AddUsersResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddUsersResponse) ProtoMessage() {}
+
+func (x *AddUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddUsersResponse.ProtoReflect.Descriptor instead.
+func (*AddUsersResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{37}
+}
+
+// User is a user's state on a resource.
+type User struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Units per window.
+	Limit uint64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Units taken in the last window that have not returned yet.
+	InFlight uint64 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// What can be taken now: limit minus in_flight.
+	Available uint64 `protobuf:"varint,4,opt,name=available,proto3" json:"available,omitempty"`
+	// Money only: what the user holds on the currency.
+	Funds         *uint64 `protobuf:"varint,5,opt,name=funds,proto3,oneof" json:"funds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *User) Reset() {
+	*x = User{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*User) ProtoMessage() {}
+
+func (x *User) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use User.ProtoReflect.Descriptor instead.
+func (*User) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *User) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *User) GetLimit() uint64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *User) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *User) GetAvailable() uint64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *User) GetFunds() uint64 {
+	if x != nil && x.Funds != nil {
+		return *x.Funds
+	}
+	return 0
+}
+
+// SetLimitRequest asks to change a user's limit.
+type SetLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource's name.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The user's key.
+	User string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// The new limit; unset: the resource's default limit.
+	Limit         *uint64 `protobuf:"varint,3,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimitRequest) Reset() {
+	*x = SetLimitRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimitRequest) ProtoMessage() {}
+
+func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetLimitRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SetLimitRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *SetLimitRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SetLimitRequest) GetLimit() uint64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+// SetLimitResponse is the user after the change.
+type SetLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user.
+	User          *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimitResponse) Reset() {
+	*x = SetLimitResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimitResponse) ProtoMessage() {}
+
+func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetLimitResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SetLimitResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// GetUserRequest asks for a user's state.
+type GetUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource's name.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The user's key.
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserRequest) Reset() {
+	*x = GetUserRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserRequest) ProtoMessage() {}
+
+func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
+func (*GetUserRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetUserRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *GetUserRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+// GetUserResponse is a user's state.
+type GetUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user.
+	User          *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserResponse) Reset() {
+	*x = GetUserResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserResponse) ProtoMessage() {}
+
+func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
+func (*GetUserResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GetUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// ListUsersRequest asks for a resource's users.
+type ListUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource's name.
+	Resource      string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListUsersRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+// ListUsersResponse is a resource's users.
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first (funds are not read: GetUser reads them).
+	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// MigrateUserRequest asks to move a user to another resource.
+type MigrateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource the user is on.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// The resource to move it to: of the same kind, on another ledger.
+	To string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// The user's key.
+	User string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// Its limit on to; unset or 0: to's default limit.
+	Limit         *uint64 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateUserRequest) Reset() {
+	*x = MigrateUserRequest{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateUserRequest) ProtoMessage() {}
+
+func (x *MigrateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateUserRequest.ProtoReflect.Descriptor instead.
+func (*MigrateUserRequest) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *MigrateUserRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MigrateUserRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *MigrateUserRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *MigrateUserRequest) GetLimit() uint64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+// MigrateUserResponse is what the move did.
+type MigrateUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's limit on to.
+	Limit uint64 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Holds carried over by this call (an earlier call carried the others).
+	Carried uint32 `protobuf:"varint,2,opt,name=carried,proto3" json:"carried,omitempty"`
+	// Their units.
+	CarriedUnits  uint64 `protobuf:"varint,3,opt,name=carried_units,json=carriedUnits,proto3" json:"carried_units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateUserResponse) Reset() {
+	*x = MigrateUserResponse{}
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateUserResponse) ProtoMessage() {}
+
+func (x *MigrateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tblimit_v1_tblimit_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateUserResponse.ProtoReflect.Descriptor instead.
+func (*MigrateUserResponse) Descriptor() ([]byte, []int) {
+	return file_tblimit_v1_tblimit_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *MigrateUserResponse) GetLimit() uint64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *MigrateUserResponse) GetCarried() uint32 {
+	if x != nil {
+		return x.Carried
+	}
+	return 0
+}
+
+func (x *MigrateUserResponse) GetCarriedUnits() uint64 {
+	if x != nil {
+		return x.CarriedUnits
+	}
+	return 0
+}
+
 var File_tblimit_v1_tblimit_proto protoreflect.FileDescriptor
 
 const file_tblimit_v1_tblimit_proto_rawDesc = "" +
@@ -2219,9 +3242,10 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x06amount\x18\x04 \x01(\x04R\x06amount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1c\n" +
-	"\treference\x18\x06 \x01(\x04R\treference\"?\n" +
+	"\treference\x18\x06 \x01(\x04R\treference\"U\n" +
 	"\vPayResponse\x120\n" +
-	"\bdecision\x18\x01 \x01(\v2\x14.tblimit.v1.DecisionR\bdecision\"\x92\x01\n" +
+	"\bdecision\x18\x01 \x01(\v2\x14.tblimit.v1.DecisionR\bdecision\x12\x14\n" +
+	"\x05funds\x18\x02 \x01(\x04R\x05funds\"\x92\x01\n" +
 	"\vFundRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x16\n" +
@@ -2313,7 +3337,64 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x0emost_in_flight\x18\n" +
 	" \x01(\x04R\fmostInFlight\x12$\n" +
 	"\x0ein_flight_over\x18\v \x01(\bR\finFlightOver\x12.\n" +
-	"\x04over\x18\f \x03(\v2\x1a.google.protobuf.TimestampR\x04over*\x87\x01\n" +
+	"\x04over\x18\f \x03(\v2\x1a.google.protobuf.TimestampR\x04over\"\xe4\x01\n" +
+	"\bResource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x10.tblimit.v1.KindR\x04kind\x12\x16\n" +
+	"\x06ledger\x18\x03 \x01(\rR\x06ledger\x121\n" +
+	"\x06window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12#\n" +
+	"\rdefault_limit\x18\x05 \x01(\x04R\fdefaultLimit\x12\x12\n" +
+	"\x04lazy\x18\x06 \x01(\bR\x04lazy\x12\x1a\n" +
+	"\bcurrency\x18\a \x01(\rR\bcurrency\"I\n" +
+	"\x15CreateResourceRequest\x120\n" +
+	"\bresource\x18\x01 \x01(\v2\x14.tblimit.v1.ResourceR\bresource\"d\n" +
+	"\x16CreateResourceResponse\x120\n" +
+	"\bresource\x18\x01 \x01(\v2\x14.tblimit.v1.ResourceR\bresource\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x16\n" +
+	"\x14ListResourcesRequest\"K\n" +
+	"\x15ListResourcesResponse\x122\n" +
+	"\tresources\x18\x01 \x03(\v2\x14.tblimit.v1.ResourceR\tresources\"@\n" +
+	"\aNewUser\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
+	"\x05limit\x18\x02 \x01(\x04H\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x06_limit\"X\n" +
+	"\x0fAddUsersRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12)\n" +
+	"\x05users\x18\x02 \x03(\v2\x13.tblimit.v1.NewUserR\x05users\"\x12\n" +
+	"\x10AddUsersResponse\"\x8e\x01\n" +
+	"\x04User\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x04R\x05limit\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x04R\binFlight\x12\x1c\n" +
+	"\tavailable\x18\x04 \x01(\x04R\tavailable\x12\x19\n" +
+	"\x05funds\x18\x05 \x01(\x04H\x00R\x05funds\x88\x01\x01B\b\n" +
+	"\x06_funds\"f\n" +
+	"\x0fSetLimitRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x19\n" +
+	"\x05limit\x18\x03 \x01(\x04H\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x06_limit\"8\n" +
+	"\x10SetLimitResponse\x12$\n" +
+	"\x04user\x18\x01 \x01(\v2\x10.tblimit.v1.UserR\x04user\"@\n" +
+	"\x0eGetUserRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"7\n" +
+	"\x0fGetUserResponse\x12$\n" +
+	"\x04user\x18\x01 \x01(\v2\x10.tblimit.v1.UserR\x04user\".\n" +
+	"\x10ListUsersRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\";\n" +
+	"\x11ListUsersResponse\x12&\n" +
+	"\x05users\x18\x01 \x03(\v2\x10.tblimit.v1.UserR\x05users\"q\n" +
+	"\x12MigrateUserRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\x04H\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x06_limit\"j\n" +
+	"\x13MigrateUserResponse\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x04R\x05limit\x12\x18\n" +
+	"\acarried\x18\x02 \x01(\rR\acarried\x12#\n" +
+	"\rcarried_units\x18\x03 \x01(\x04R\fcarriedUnits*\x87\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fREASON_ADMITTED\x10\x01\x12\x19\n" +
@@ -2325,7 +3406,15 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\rEND_IN_FLIGHT\x10\x01\x12\x0f\n" +
 	"\vEND_EXPIRED\x10\x02\x12\x11\n" +
 	"\rEND_COMMITTED\x10\x03\x12\x11\n" +
-	"\rEND_CANCELLED\x10\x042\xde\x06\n" +
+	"\rEND_CANCELLED\x10\x04*O\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rKIND_REQUESTS\x10\x01\x12\x0e\n" +
+	"\n" +
+	"KIND_BYTES\x10\x02\x12\x0e\n" +
+	"\n" +
+	"KIND_MONEY\x10\x032\xf9\n" +
+	"\n" +
 	"\fLimitService\x12B\n" +
 	"\aAcquire\x12\x1a.tblimit.v1.AcquireRequest\x1a\x1b.tblimit.v1.AcquireResponse\x12K\n" +
 	"\n" +
@@ -2341,7 +3430,14 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x06Cancel\x12\x19.tblimit.v1.CancelRequest\x1a\x1a.tblimit.v1.CancelResponse\x12<\n" +
 	"\x05Reset\x12\x18.tblimit.v1.ResetRequest\x1a\x19.tblimit.v1.ResetResponse\x12B\n" +
 	"\aHistory\x12\x1a.tblimit.v1.HistoryRequest\x1a\x1b.tblimit.v1.HistoryResponse\x12<\n" +
-	"\x05Audit\x12\x18.tblimit.v1.AuditRequest\x1a\x19.tblimit.v1.AuditResponseB5Z3github.com/tblimit/tblimit/api/tblimit/v1;tblimitv1b\x06proto3"
+	"\x05Audit\x12\x18.tblimit.v1.AuditRequest\x1a\x19.tblimit.v1.AuditResponse\x12W\n" +
+	"\x0eCreateResource\x12!.tblimit.v1.CreateResourceRequest\x1a\".tblimit.v1.CreateResourceResponse\x12T\n" +
+	"\rListResources\x12 .tblimit.v1.ListResourcesRequest\x1a!.tblimit.v1.ListResourcesResponse\x12E\n" +
+	"\bAddUsers\x12\x1b.tblimit.v1.AddUsersRequest\x1a\x1c.tblimit.v1.AddUsersResponse\x12E\n" +
+	"\bSetLimit\x12\x1b.tblimit.v1.SetLimitRequest\x1a\x1c.tblimit.v1.SetLimitResponse\x12B\n" +
+	"\aGetUser\x12\x1a.tblimit.v1.GetUserRequest\x1a\x1b.tblimit.v1.GetUserResponse\x12H\n" +
+	"\tListUsers\x12\x1c.tblimit.v1.ListUsersRequest\x1a\x1d.tblimit.v1.ListUsersResponse\x12N\n" +
+	"\vMigrateUser\x12\x1e.tblimit.v1.MigrateUserRequest\x1a\x1f.tblimit.v1.MigrateUserResponseB5Z3github.com/tblimit/tblimit/api/tblimit/v1;tblimitv1b\x06proto3"
 
 var (
 	file_tblimit_v1_tblimit_proto_rawDescOnce sync.Once
@@ -2355,102 +3451,143 @@ func file_tblimit_v1_tblimit_proto_rawDescGZIP() []byte {
 	return file_tblimit_v1_tblimit_proto_rawDescData
 }
 
-var file_tblimit_v1_tblimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_tblimit_v1_tblimit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_tblimit_v1_tblimit_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_tblimit_v1_tblimit_proto_goTypes = []any{
-	(Reason)(0),                   // 0: tblimit.v1.Reason
-	(End)(0),                      // 1: tblimit.v1.End
-	(*Decision)(nil),              // 2: tblimit.v1.Decision
-	(*AcquireRequest)(nil),        // 3: tblimit.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 4: tblimit.v1.AcquireResponse
-	(*Part)(nil),                  // 5: tblimit.v1.Part
-	(*AcquireAllRequest)(nil),     // 6: tblimit.v1.AcquireAllRequest
-	(*AcquireAllResponse)(nil),    // 7: tblimit.v1.AcquireAllResponse
-	(*PeekRequest)(nil),           // 8: tblimit.v1.PeekRequest
-	(*PeekResponse)(nil),          // 9: tblimit.v1.PeekResponse
-	(*PayRequest)(nil),            // 10: tblimit.v1.PayRequest
-	(*PayResponse)(nil),           // 11: tblimit.v1.PayResponse
-	(*FundRequest)(nil),           // 12: tblimit.v1.FundRequest
-	(*FundResponse)(nil),          // 13: tblimit.v1.FundResponse
-	(*FundsRequest)(nil),          // 14: tblimit.v1.FundsRequest
-	(*FundsResponse)(nil),         // 15: tblimit.v1.FundsResponse
-	(*ReserveRequest)(nil),        // 16: tblimit.v1.ReserveRequest
-	(*ReserveResponse)(nil),       // 17: tblimit.v1.ReserveResponse
-	(*ReserveAllRequest)(nil),     // 18: tblimit.v1.ReserveAllRequest
-	(*ReserveAllResponse)(nil),    // 19: tblimit.v1.ReserveAllResponse
-	(*CommitRequest)(nil),         // 20: tblimit.v1.CommitRequest
-	(*CommitResponse)(nil),        // 21: tblimit.v1.CommitResponse
-	(*CancelRequest)(nil),         // 22: tblimit.v1.CancelRequest
-	(*CancelResponse)(nil),        // 23: tblimit.v1.CancelResponse
-	(*ResetRequest)(nil),          // 24: tblimit.v1.ResetRequest
-	(*ResetResponse)(nil),         // 25: tblimit.v1.ResetResponse
-	(*HistoryRequest)(nil),        // 26: tblimit.v1.HistoryRequest
-	(*Admission)(nil),             // 27: tblimit.v1.Admission
-	(*Payment)(nil),               // 28: tblimit.v1.Payment
-	(*HistoryResponse)(nil),       // 29: tblimit.v1.HistoryResponse
-	(*AuditRequest)(nil),          // 30: tblimit.v1.AuditRequest
-	(*AuditResponse)(nil),         // 31: tblimit.v1.AuditResponse
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(Reason)(0),                    // 0: tblimit.v1.Reason
+	(End)(0),                       // 1: tblimit.v1.End
+	(Kind)(0),                      // 2: tblimit.v1.Kind
+	(*Decision)(nil),               // 3: tblimit.v1.Decision
+	(*AcquireRequest)(nil),         // 4: tblimit.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 5: tblimit.v1.AcquireResponse
+	(*Part)(nil),                   // 6: tblimit.v1.Part
+	(*AcquireAllRequest)(nil),      // 7: tblimit.v1.AcquireAllRequest
+	(*AcquireAllResponse)(nil),     // 8: tblimit.v1.AcquireAllResponse
+	(*PeekRequest)(nil),            // 9: tblimit.v1.PeekRequest
+	(*PeekResponse)(nil),           // 10: tblimit.v1.PeekResponse
+	(*PayRequest)(nil),             // 11: tblimit.v1.PayRequest
+	(*PayResponse)(nil),            // 12: tblimit.v1.PayResponse
+	(*FundRequest)(nil),            // 13: tblimit.v1.FundRequest
+	(*FundResponse)(nil),           // 14: tblimit.v1.FundResponse
+	(*FundsRequest)(nil),           // 15: tblimit.v1.FundsRequest
+	(*FundsResponse)(nil),          // 16: tblimit.v1.FundsResponse
+	(*ReserveRequest)(nil),         // 17: tblimit.v1.ReserveRequest
+	(*ReserveResponse)(nil),        // 18: tblimit.v1.ReserveResponse
+	(*ReserveAllRequest)(nil),      // 19: tblimit.v1.ReserveAllRequest
+	(*ReserveAllResponse)(nil),     // 20: tblimit.v1.ReserveAllResponse
+	(*CommitRequest)(nil),          // 21: tblimit.v1.CommitRequest
+	(*CommitResponse)(nil),         // 22: tblimit.v1.CommitResponse
+	(*CancelRequest)(nil),          // 23: tblimit.v1.CancelRequest
+	(*CancelResponse)(nil),         // 24: tblimit.v1.CancelResponse
+	(*ResetRequest)(nil),           // 25: tblimit.v1.ResetRequest
+	(*ResetResponse)(nil),          // 26: tblimit.v1.ResetResponse
+	(*HistoryRequest)(nil),         // 27: tblimit.v1.HistoryRequest
+	(*Admission)(nil),              // 28: tblimit.v1.Admission
+	(*Payment)(nil),                // 29: tblimit.v1.Payment
+	(*HistoryResponse)(nil),        // 30: tblimit.v1.HistoryResponse
+	(*AuditRequest)(nil),           // 31: tblimit.v1.AuditRequest
+	(*AuditResponse)(nil),          // 32: tblimit.v1.AuditResponse
+	(*Resource)(nil),               // 33: tblimit.v1.Resource
+	(*CreateResourceRequest)(nil),  // 34: tblimit.v1.CreateResourceRequest
+	(*CreateResourceResponse)(nil), // 35: tblimit.v1.CreateResourceResponse
+	(*ListResourcesRequest)(nil),   // 36: tblimit.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),  // 37: tblimit.v1.ListResourcesResponse
+	(*NewUser)(nil),                // 38: tblimit.v1.NewUser
+	(*AddUsersRequest)(nil),        // 39: tblimit.v1.AddUsersRequest
+	(*AddUsersResponse)(nil),       // 40: tblimit.v1.AddUsersResponse
+	(*User)(nil),                   // 41: tblimit.v1.User
+	(*SetLimitRequest)(nil),        // 42: tblimit.v1.SetLimitRequest
+	(*SetLimitResponse)(nil),       // 43: tblimit.v1.SetLimitResponse
+	(*GetUserRequest)(nil),         // 44: tblimit.v1.GetUserRequest
+	(*GetUserResponse)(nil),        // 45: tblimit.v1.GetUserResponse
+	(*ListUsersRequest)(nil),       // 46: tblimit.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),      // 47: tblimit.v1.ListUsersResponse
+	(*MigrateUserRequest)(nil),     // 48: tblimit.v1.MigrateUserRequest
+	(*MigrateUserResponse)(nil),    // 49: tblimit.v1.MigrateUserResponse
+	(*durationpb.Duration)(nil),    // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 51: google.protobuf.Timestamp
 }
 var file_tblimit_v1_tblimit_proto_depIdxs = []int32{
 	0,  // 0: tblimit.v1.Decision.reason:type_name -> tblimit.v1.Reason
-	32, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	32, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	33, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
-	2,  // 4: tblimit.v1.AcquireResponse.decision:type_name -> tblimit.v1.Decision
-	5,  // 5: tblimit.v1.AcquireAllRequest.parts:type_name -> tblimit.v1.Part
-	2,  // 6: tblimit.v1.AcquireAllResponse.decisions:type_name -> tblimit.v1.Decision
-	2,  // 7: tblimit.v1.PeekResponse.decision:type_name -> tblimit.v1.Decision
-	2,  // 8: tblimit.v1.PayResponse.decision:type_name -> tblimit.v1.Decision
-	32, // 9: tblimit.v1.ReserveRequest.timeout:type_name -> google.protobuf.Duration
-	2,  // 10: tblimit.v1.ReserveResponse.decision:type_name -> tblimit.v1.Decision
-	5,  // 11: tblimit.v1.ReserveAllRequest.parts:type_name -> tblimit.v1.Part
-	2,  // 12: tblimit.v1.ReserveAllResponse.decisions:type_name -> tblimit.v1.Decision
-	33, // 13: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
-	33, // 14: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
-	33, // 15: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
+	50, // 1: tblimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	50, // 2: tblimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	51, // 3: tblimit.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	3,  // 4: tblimit.v1.AcquireResponse.decision:type_name -> tblimit.v1.Decision
+	6,  // 5: tblimit.v1.AcquireAllRequest.parts:type_name -> tblimit.v1.Part
+	3,  // 6: tblimit.v1.AcquireAllResponse.decisions:type_name -> tblimit.v1.Decision
+	3,  // 7: tblimit.v1.PeekResponse.decision:type_name -> tblimit.v1.Decision
+	3,  // 8: tblimit.v1.PayResponse.decision:type_name -> tblimit.v1.Decision
+	50, // 9: tblimit.v1.ReserveRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 10: tblimit.v1.ReserveResponse.decision:type_name -> tblimit.v1.Decision
+	6,  // 11: tblimit.v1.ReserveAllRequest.parts:type_name -> tblimit.v1.Part
+	3,  // 12: tblimit.v1.ReserveAllResponse.decisions:type_name -> tblimit.v1.Decision
+	51, // 13: tblimit.v1.HistoryRequest.from:type_name -> google.protobuf.Timestamp
+	51, // 14: tblimit.v1.HistoryRequest.to:type_name -> google.protobuf.Timestamp
+	51, // 15: tblimit.v1.Admission.taken:type_name -> google.protobuf.Timestamp
 	1,  // 16: tblimit.v1.Admission.end:type_name -> tblimit.v1.End
-	33, // 17: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
-	28, // 18: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
-	27, // 19: tblimit.v1.Admission.kept:type_name -> tblimit.v1.Admission
-	33, // 20: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
-	27, // 21: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
-	33, // 22: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
-	33, // 23: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
-	33, // 24: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
-	33, // 25: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
-	3,  // 26: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
-	6,  // 27: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
-	8,  // 28: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
-	10, // 29: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
-	12, // 30: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
-	14, // 31: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
-	16, // 32: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
-	18, // 33: tblimit.v1.LimitService.ReserveAll:input_type -> tblimit.v1.ReserveAllRequest
-	20, // 34: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
-	22, // 35: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
-	24, // 36: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
-	26, // 37: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
-	30, // 38: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
-	4,  // 39: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
-	7,  // 40: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
-	9,  // 41: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
-	11, // 42: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
-	13, // 43: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
-	15, // 44: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
-	17, // 45: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
-	19, // 46: tblimit.v1.LimitService.ReserveAll:output_type -> tblimit.v1.ReserveAllResponse
-	21, // 47: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
-	23, // 48: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
-	25, // 49: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
-	29, // 50: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
-	31, // 51: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
-	39, // [39:52] is the sub-list for method output_type
-	26, // [26:39] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	51, // 17: tblimit.v1.Admission.ended:type_name -> google.protobuf.Timestamp
+	29, // 18: tblimit.v1.Admission.payment:type_name -> tblimit.v1.Payment
+	28, // 19: tblimit.v1.Admission.kept:type_name -> tblimit.v1.Admission
+	51, // 20: tblimit.v1.Payment.time:type_name -> google.protobuf.Timestamp
+	28, // 21: tblimit.v1.HistoryResponse.admissions:type_name -> tblimit.v1.Admission
+	51, // 22: tblimit.v1.AuditRequest.from:type_name -> google.protobuf.Timestamp
+	51, // 23: tblimit.v1.AuditRequest.to:type_name -> google.protobuf.Timestamp
+	51, // 24: tblimit.v1.AuditResponse.window_start:type_name -> google.protobuf.Timestamp
+	51, // 25: tblimit.v1.AuditResponse.over:type_name -> google.protobuf.Timestamp
+	2,  // 26: tblimit.v1.Resource.kind:type_name -> tblimit.v1.Kind
+	50, // 27: tblimit.v1.Resource.window:type_name -> google.protobuf.Duration
+	33, // 28: tblimit.v1.CreateResourceRequest.resource:type_name -> tblimit.v1.Resource
+	33, // 29: tblimit.v1.CreateResourceResponse.resource:type_name -> tblimit.v1.Resource
+	33, // 30: tblimit.v1.ListResourcesResponse.resources:type_name -> tblimit.v1.Resource
+	38, // 31: tblimit.v1.AddUsersRequest.users:type_name -> tblimit.v1.NewUser
+	41, // 32: tblimit.v1.SetLimitResponse.user:type_name -> tblimit.v1.User
+	41, // 33: tblimit.v1.GetUserResponse.user:type_name -> tblimit.v1.User
+	41, // 34: tblimit.v1.ListUsersResponse.users:type_name -> tblimit.v1.User
+	4,  // 35: tblimit.v1.LimitService.Acquire:input_type -> tblimit.v1.AcquireRequest
+	7,  // 36: tblimit.v1.LimitService.AcquireAll:input_type -> tblimit.v1.AcquireAllRequest
+	9,  // 37: tblimit.v1.LimitService.Peek:input_type -> tblimit.v1.PeekRequest
+	11, // 38: tblimit.v1.LimitService.Pay:input_type -> tblimit.v1.PayRequest
+	13, // 39: tblimit.v1.LimitService.Fund:input_type -> tblimit.v1.FundRequest
+	15, // 40: tblimit.v1.LimitService.Funds:input_type -> tblimit.v1.FundsRequest
+	17, // 41: tblimit.v1.LimitService.Reserve:input_type -> tblimit.v1.ReserveRequest
+	19, // 42: tblimit.v1.LimitService.ReserveAll:input_type -> tblimit.v1.ReserveAllRequest
+	21, // 43: tblimit.v1.LimitService.Commit:input_type -> tblimit.v1.CommitRequest
+	23, // 44: tblimit.v1.LimitService.Cancel:input_type -> tblimit.v1.CancelRequest
+	25, // 45: tblimit.v1.LimitService.Reset:input_type -> tblimit.v1.ResetRequest
+	27, // 46: tblimit.v1.LimitService.History:input_type -> tblimit.v1.HistoryRequest
+	31, // 47: tblimit.v1.LimitService.Audit:input_type -> tblimit.v1.AuditRequest
+	34, // 48: tblimit.v1.LimitService.CreateResource:input_type -> tblimit.v1.CreateResourceRequest
+	36, // 49: tblimit.v1.LimitService.ListResources:input_type -> tblimit.v1.ListResourcesRequest
+	39, // 50: tblimit.v1.LimitService.AddUsers:input_type -> tblimit.v1.AddUsersRequest
+	42, // 51: tblimit.v1.LimitService.SetLimit:input_type -> tblimit.v1.SetLimitRequest
+	44, // 52: tblimit.v1.LimitService.GetUser:input_type -> tblimit.v1.GetUserRequest
+	46, // 53: tblimit.v1.LimitService.ListUsers:input_type -> tblimit.v1.ListUsersRequest
+	48, // 54: tblimit.v1.LimitService.MigrateUser:input_type -> tblimit.v1.MigrateUserRequest
+	5,  // 55: tblimit.v1.LimitService.Acquire:output_type -> tblimit.v1.AcquireResponse
+	8,  // 56: tblimit.v1.LimitService.AcquireAll:output_type -> tblimit.v1.AcquireAllResponse
+	10, // 57: tblimit.v1.LimitService.Peek:output_type -> tblimit.v1.PeekResponse
+	12, // 58: tblimit.v1.LimitService.Pay:output_type -> tblimit.v1.PayResponse
+	14, // 59: tblimit.v1.LimitService.Fund:output_type -> tblimit.v1.FundResponse
+	16, // 60: tblimit.v1.LimitService.Funds:output_type -> tblimit.v1.FundsResponse
+	18, // 61: tblimit.v1.LimitService.Reserve:output_type -> tblimit.v1.ReserveResponse
+	20, // 62: tblimit.v1.LimitService.ReserveAll:output_type -> tblimit.v1.ReserveAllResponse
+	22, // 63: tblimit.v1.LimitService.Commit:output_type -> tblimit.v1.CommitResponse
+	24, // 64: tblimit.v1.LimitService.Cancel:output_type -> tblimit.v1.CancelResponse
+	26, // 65: tblimit.v1.LimitService.Reset:output_type -> tblimit.v1.ResetResponse
+	30, // 66: tblimit.v1.LimitService.History:output_type -> tblimit.v1.HistoryResponse
+	32, // 67: tblimit.v1.LimitService.Audit:output_type -> tblimit.v1.AuditResponse
+	35, // 68: tblimit.v1.LimitService.CreateResource:output_type -> tblimit.v1.CreateResourceResponse
+	37, // 69: tblimit.v1.LimitService.ListResources:output_type -> tblimit.v1.ListResourcesResponse
+	40, // 70: tblimit.v1.LimitService.AddUsers:output_type -> tblimit.v1.AddUsersResponse
+	43, // 71: tblimit.v1.LimitService.SetLimit:output_type -> tblimit.v1.SetLimitResponse
+	45, // 72: tblimit.v1.LimitService.GetUser:output_type -> tblimit.v1.GetUserResponse
+	47, // 73: tblimit.v1.LimitService.ListUsers:output_type -> tblimit.v1.ListUsersResponse
+	49, // 74: tblimit.v1.LimitService.MigrateUser:output_type -> tblimit.v1.MigrateUserResponse
+	55, // [55:75] is the sub-list for method output_type
+	35, // [35:55] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tblimit_v1_tblimit_proto_init() }
@@ -2458,13 +3595,17 @@ func file_tblimit_v1_tblimit_proto_init() {
 	if File_tblimit_v1_tblimit_proto != nil {
 		return
 	}
+	file_tblimit_v1_tblimit_proto_msgTypes[35].OneofWrappers = []any{}
+	file_tblimit_v1_tblimit_proto_msgTypes[38].OneofWrappers = []any{}
+	file_tblimit_v1_tblimit_proto_msgTypes[39].OneofWrappers = []any{}
+	file_tblimit_v1_tblimit_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tblimit_v1_tblimit_proto_rawDesc), len(file_tblimit_v1_tblimit_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   30,
+			NumEnums:      3,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,19 +23,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LimitService_Acquire_FullMethodName    = "/tblimit.v1.LimitService/Acquire"
-	LimitService_AcquireAll_FullMethodName = "/tblimit.v1.LimitService/AcquireAll"
-	LimitService_Peek_FullMethodName       = "/tblimit.v1.LimitService/Peek"
-	LimitService_Pay_FullMethodName        = "/tblimit.v1.LimitService/Pay"
-	LimitService_Fund_FullMethodName       = "/tblimit.v1.LimitService/Fund"
-	LimitService_Funds_FullMethodName      = "/tblimit.v1.LimitService/Funds"
-	LimitService_Reserve_FullMethodName    = "/tblimit.v1.LimitService/Reserve"
-	LimitService_ReserveAll_FullMethodName = "/tblimit.v1.LimitService/ReserveAll"
-	LimitService_Commit_FullMethodName     = "/tblimit.v1.LimitService/Commit"
-	LimitService_Cancel_FullMethodName     = "/tblimit.v1.LimitService/Cancel"
-	LimitService_Reset_FullMethodName      = "/tblimit.v1.LimitService/Reset"
-	LimitService_History_FullMethodName    = "/tblimit.v1.LimitService/History"
-	LimitService_Audit_FullMethodName      = "/tblimit.v1.LimitService/Audit"
+	LimitService_Acquire_FullMethodName        = "/tblimit.v1.LimitService/Acquire"
+	LimitService_AcquireAll_FullMethodName     = "/tblimit.v1.LimitService/AcquireAll"
+	LimitService_Peek_FullMethodName           = "/tblimit.v1.LimitService/Peek"
+	LimitService_Pay_FullMethodName            = "/tblimit.v1.LimitService/Pay"
+	LimitService_Fund_FullMethodName           = "/tblimit.v1.LimitService/Fund"
+	LimitService_Funds_FullMethodName          = "/tblimit.v1.LimitService/Funds"
+	LimitService_Reserve_FullMethodName        = "/tblimit.v1.LimitService/Reserve"
+	LimitService_ReserveAll_FullMethodName     = "/tblimit.v1.LimitService/ReserveAll"
+	LimitService_Commit_FullMethodName         = "/tblimit.v1.LimitService/Commit"
+	LimitService_Cancel_FullMethodName         = "/tblimit.v1.LimitService/Cancel"
+	LimitService_Reset_FullMethodName          = "/tblimit.v1.LimitService/Reset"
+	LimitService_History_FullMethodName        = "/tblimit.v1.LimitService/History"
+	LimitService_Audit_FullMethodName          = "/tblimit.v1.LimitService/Audit"
+	LimitService_CreateResource_FullMethodName = "/tblimit.v1.LimitService/CreateResource"
+	LimitService_ListResources_FullMethodName  = "/tblimit.v1.LimitService/ListResources"
+	LimitService_AddUsers_FullMethodName       = "/tblimit.v1.LimitService/AddUsers"
+	LimitService_SetLimit_FullMethodName       = "/tblimit.v1.LimitService/SetLimit"
+	LimitService_GetUser_FullMethodName        = "/tblimit.v1.LimitService/GetUser"
+	LimitService_ListUsers_FullMethodName      = "/tblimit.v1.LimitService/ListUsers"
+	LimitService_MigrateUser_FullMethodName    = "/tblimit.v1.LimitService/MigrateUser"
 )
 
 // LimitServiceClient is the client API for LimitService service.
@@ -88,6 +95,34 @@ type LimitServiceClient interface {
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// Audit checks what the cluster recorded of a user against its limit.
 	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
+	// CreateResource creates a resource; creating it again with the same
+	// definition changes nothing (created false). A resource of another
+	// definition on its ledger, another resource of its name, or a ledger
+	// that another resource uses as its currency is FAILED_PRECONDITION
+	// (RESOURCE_CONFLICT), and nothing is written: a resource cannot change
+	// once created (MigrateUser moves users to a new one).
+	CreateResource(ctx context.Context, in *CreateResourceRequest, opts ...grpc.CallOption) (*CreateResourceResponse, error)
+	// ListResources lists every resource, by ledger.
+	ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error)
+	// AddUsers adds users to a resource with their limits (1 to 100,000 in
+	// one call: an import), every one or none of them if one is invalid; a
+	// user that exists is given the limit asked for. On a money resource it
+	// also opens each user's account on the currency, which paying, being
+	// paid and being funded need.
+	AddUsers(ctx context.Context, in *AddUsersRequest, opts ...grpc.CallOption) (*AddUsersResponse, error)
+	// SetLimit changes a user's limit, or with no limit gives it the
+	// resource's default limit again. Raising takes effect at once; lowering
+	// never lets the user exceed the new limit once what is in flight returns.
+	SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error)
+	// GetUser reads a user's limit, what it has in flight and, on a money
+	// resource, its funds.
+	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
+	// ListUsers lists a resource's users, oldest first.
+	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	// MigrateUser moves a user from one resource to another of its kind,
+	// carrying what it holds in flight (run it again to carry what it took
+	// meanwhile: what was carried is not carried twice).
+	MigrateUser(ctx context.Context, in *MigrateUserRequest, opts ...grpc.CallOption) (*MigrateUserResponse, error)
 }
 
 type limitServiceClient struct {
@@ -228,6 +263,76 @@ func (c *limitServiceClient) Audit(ctx context.Context, in *AuditRequest, opts .
 	return out, nil
 }
 
+func (c *limitServiceClient) CreateResource(ctx context.Context, in *CreateResourceRequest, opts ...grpc.CallOption) (*CreateResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateResourceResponse)
+	err := c.cc.Invoke(ctx, LimitService_CreateResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResourcesResponse)
+	err := c.cc.Invoke(ctx, LimitService_ListResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) AddUsers(ctx context.Context, in *AddUsersRequest, opts ...grpc.CallOption) (*AddUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddUsersResponse)
+	err := c.cc.Invoke(ctx, LimitService_AddUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) SetLimit(ctx context.Context, in *SetLimitRequest, opts ...grpc.CallOption) (*SetLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLimitResponse)
+	err := c.cc.Invoke(ctx, LimitService_SetLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserResponse)
+	err := c.cc.Invoke(ctx, LimitService_GetUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsersResponse)
+	err := c.cc.Invoke(ctx, LimitService_ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitServiceClient) MigrateUser(ctx context.Context, in *MigrateUserRequest, opts ...grpc.CallOption) (*MigrateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrateUserResponse)
+	err := c.cc.Invoke(ctx, LimitService_MigrateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LimitServiceServer is the server API for LimitService service.
 // All implementations must embed UnimplementedLimitServiceServer
 // for forward compatibility.
@@ -278,6 +383,34 @@ type LimitServiceServer interface {
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// Audit checks what the cluster recorded of a user against its limit.
 	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
+	// CreateResource creates a resource; creating it again with the same
+	// definition changes nothing (created false). A resource of another
+	// definition on its ledger, another resource of its name, or a ledger
+	// that another resource uses as its currency is FAILED_PRECONDITION
+	// (RESOURCE_CONFLICT), and nothing is written: a resource cannot change
+	// once created (MigrateUser moves users to a new one).
+	CreateResource(context.Context, *CreateResourceRequest) (*CreateResourceResponse, error)
+	// ListResources lists every resource, by ledger.
+	ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error)
+	// AddUsers adds users to a resource with their limits (1 to 100,000 in
+	// one call: an import), every one or none of them if one is invalid; a
+	// user that exists is given the limit asked for. On a money resource it
+	// also opens each user's account on the currency, which paying, being
+	// paid and being funded need.
+	AddUsers(context.Context, *AddUsersRequest) (*AddUsersResponse, error)
+	// SetLimit changes a user's limit, or with no limit gives it the
+	// resource's default limit again. Raising takes effect at once; lowering
+	// never lets the user exceed the new limit once what is in flight returns.
+	SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error)
+	// GetUser reads a user's limit, what it has in flight and, on a money
+	// resource, its funds.
+	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
+	// ListUsers lists a resource's users, oldest first.
+	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	// MigrateUser moves a user from one resource to another of its kind,
+	// carrying what it holds in flight (run it again to carry what it took
+	// meanwhile: what was carried is not carried twice).
+	MigrateUser(context.Context, *MigrateUserRequest) (*MigrateUserResponse, error)
 	mustEmbedUnimplementedLimitServiceServer()
 }
 
@@ -326,6 +459,27 @@ func (UnimplementedLimitServiceServer) History(context.Context, *HistoryRequest)
 }
 func (UnimplementedLimitServiceServer) Audit(context.Context, *AuditRequest) (*AuditResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Audit not implemented")
+}
+func (UnimplementedLimitServiceServer) CreateResource(context.Context, *CreateResourceRequest) (*CreateResourceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateResource not implemented")
+}
+func (UnimplementedLimitServiceServer) ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListResources not implemented")
+}
+func (UnimplementedLimitServiceServer) AddUsers(context.Context, *AddUsersRequest) (*AddUsersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddUsers not implemented")
+}
+func (UnimplementedLimitServiceServer) SetLimit(context.Context, *SetLimitRequest) (*SetLimitResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetLimit not implemented")
+}
+func (UnimplementedLimitServiceServer) GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetUser not implemented")
+}
+func (UnimplementedLimitServiceServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedLimitServiceServer) MigrateUser(context.Context, *MigrateUserRequest) (*MigrateUserResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MigrateUser not implemented")
 }
 func (UnimplementedLimitServiceServer) mustEmbedUnimplementedLimitServiceServer() {}
 func (UnimplementedLimitServiceServer) testEmbeddedByValue()                      {}
@@ -582,6 +736,132 @@ func _LimitService_Audit_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LimitService_CreateResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).CreateResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_CreateResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).CreateResource(ctx, req.(*CreateResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_ListResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).ListResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_ListResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).ListResources(ctx, req.(*ListResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_AddUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).AddUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_AddUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).AddUsers(ctx, req.(*AddUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_SetLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).SetLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_SetLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).SetLimit(ctx, req.(*SetLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_GetUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).GetUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_GetUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).GetUser(ctx, req.(*GetUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).ListUsers(ctx, req.(*ListUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitService_MigrateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MigrateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitServiceServer).MigrateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitService_MigrateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitServiceServer).MigrateUser(ctx, req.(*MigrateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LimitService_ServiceDesc is the grpc.ServiceDesc for LimitService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -640,6 +920,34 @@ var LimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Audit",
 			Handler:    _LimitService_Audit_Handler,
+		},
+		{
+			MethodName: "CreateResource",
+			Handler:    _LimitService_CreateResource_Handler,
+		},
+		{
+			MethodName: "ListResources",
+			Handler:    _LimitService_ListResources_Handler,
+		},
+		{
+			MethodName: "AddUsers",
+			Handler:    _LimitService_AddUsers_Handler,
+		},
+		{
+			MethodName: "SetLimit",
+			Handler:    _LimitService_SetLimit_Handler,
+		},
+		{
+			MethodName: "GetUser",
+			Handler:    _LimitService_GetUser_Handler,
+		},
+		{
+			MethodName: "ListUsers",
+			Handler:    _LimitService_ListUsers_Handler,
+		},
+		{
+			MethodName: "MigrateUser",
+			Handler:    _LimitService_MigrateUser_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
@@ -170,5 +173,72 @@ func TestServeAPITokens(t *testing.T) {
 	}
 	if got := post("t0k3n"); got != http.StatusUnauthorized {
 		t.Errorf("POST /v1/acquire with the old token after the reload = %d, want 401", got)
+	}
+}
+
+// lockedBuffer is a log's writer that a test reads while serve writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// --api without --config serves tblimit.v1 alone, and provisions while it
+// runs: a money resource, a payer and a new payee are created, funded and
+// paid with no restart. The "serving" line says what is served under
+// which tokens, and a token naming an unknown resource is warned of.
+func TestServeAPIAlone(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	src := "tokens:\n  - {name: ops, token: ops-secret, allow: {admin: \"*\", fund: \"*\", decide: \"*\"}}\n  - {name: typo, token: other, allow: {decide: [nosuch]}}\n"
+	if err := os.WriteFile(tokens, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := new(lockedBuffer)
+	grpcAddr, _, stop := serveWith(t, "", func(o *serveOptions) {
+		o.API, o.APITokens, o.RequireRequestID, o.ErrOut = true, tokens, true, log
+	})
+	defer stop()
+	for _, want := range []string{`msg=serving`, `api=on`, `tokens=2`, `require_request_id=true`,
+		`msg="the API token file names a resource the cluster does not have" resource=nosuch`} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log has no %s:\n%s", want, log)
+		}
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl := tblimitv1.NewLimitServiceClient(conn)
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer ops-secret"), 30*time.Second)
+	defer cancel()
+	res := &tblimitv1.Resource{Name: "usd-day", Kind: tblimitv1.Kind_KIND_MONEY, Ledger: 7, Currency: 840, Window: durationpb.New(24 * time.Hour), DefaultLimit: 100_000}
+	if _, err := cl.CreateResource(ctx, &tblimitv1.CreateResourceRequest{Resource: res}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AddUsers(ctx, &tblimitv1.AddUsersRequest{Resource: "usd-day", Users: []*tblimitv1.NewUser{{Key: "alice"}, {Key: "merchant"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Fund(ctx, &tblimitv1.FundRequest{Resource: "usd-day", User: "alice", Amount: 5000, RequestId: "f1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.Pay(ctx, &tblimitv1.PayRequest{Resource: "usd-day", From: "alice", To: "merchant", Amount: 1200})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "request_id") {
+		t.Errorf("Pay without a request_id under --require-request-id = %v, want INVALID_ARGUMENT", err)
+	}
+	p, err := cl.Pay(ctx, &tblimitv1.PayRequest{Resource: "usd-day", From: "alice", To: "merchant", Amount: 1200, RequestId: "order-7"})
+	if err != nil || !p.GetDecision().GetAllowed() || p.GetFunds() != 3800 {
+		t.Fatalf("Pay = %v, %v; want allowed, 3800 left", p, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +59,8 @@ type serveOptions struct {
 	ReloadInterval  time.Duration
 	LogFormat       string
 	LogLevel        string
+	// RequireRequestID refuses money and reservation calls without a request_id.
+	RequireRequestID bool
 }
 
 // logLevels are the levels --log-level takes.
@@ -67,7 +70,7 @@ func knownLevel(s string) bool { _, ok := logLevels[s]; return ok }
 
 // EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
 var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
-	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api", "api-tokens", "api-insecure"}
+	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api", "api-tokens", "api-insecure", "require-request-id"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -76,18 +79,22 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) e
 			return f.Global.Open(f.Clock, notices, lopts...)
 		}}
 	cmd := &cobra.Command{
-		Use:   "serve --config PATH",
+		Use:   "serve --config PATH | --api",
 		Short: "Serve Envoy's rate limit protocol (gRPC and HTTP) from tblimit limits",
 		Long: `serve is a rate limit service: Envoy's envoy.service.ratelimit.v3.RateLimitService
 over gRPC (with grpc.health.v1 and server reflection), and over HTTP POST /json
 (the same request in JSON), GET /healthcheck, GET /metrics (Prometheus) and
 GET /rlconfig (the configuration in force). With --api, tblimit's own API too,
-tblimit.v1.LimitService, on both listeners (gRPC, and HTTP POST /v1/...).
+tblimit.v1.LimitService, on both listeners (gRPC, and HTTP POST /v1/...):
+decisions, payments, reservations, and provisioning (resources, users, limits)
+while it runs. --api without --config serves tblimit.v1 alone.
 
 tblimit.v1 moves money: with --api-tokens FILE, each call needs a bearer token
-(authorization: Bearer <token>) that FILE allows to decide, read, fund or reset
-(docs/api.md#authorization has the format); FILE is reloaded when it changes
-and on SIGHUP. Without --api-tokens the API is open, and serve --api refuses
+(authorization: Bearer <token>) that FILE allows to decide, read, fund, reset or
+admin (docs/api.md#authorization has the format); FILE is reloaded when it
+changes and on SIGHUP, and a file with no tokens, or naming a resource the
+cluster does not have, is warned of. --require-request-id refuses payments,
+funds and reservations without a request_id. Without --api-tokens the API is open, and serve --api refuses
 to start on a listener that is not loopback (127.0.0.1, [::1], localhost)
 unless --api-insecure says to serve it open there. Envoy's protocol checks
 no credentials: it is for gateways on a private network.
@@ -134,6 +141,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.Unavailable, "unavailable", "error", "when the cluster does not answer: error (gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides), open (OK) or closed (OVER_LIMIT) [env]")
 	fl.BoolVar(&opts.API, "api", false, "serve tblimit's own API, tblimit.v1 (acquire, pay, fund, reserve, reset, history...), on both listeners [env]")
 	fl.StringVar(&opts.APITokens, "api-tokens", "", "tblimit.v1 calls need a bearer token this YAML file allows (reloaded when it changes, and on SIGHUP) [env]")
+	fl.BoolVar(&opts.RequireRequestID, "require-request-id", false, "tblimit.v1 refuses a Pay, Fund, Reserve or ReserveAll without a request_id (REQUEST_ID_REQUIRED): a client that drops it by accident cannot move money twice [env]")
 	fl.BoolVar(&opts.APIInsecure, "api-insecure", false, "serve tblimit.v1 without --api-tokens on listeners that are not loopback: open to anyone who reaches them [env]")
 	fl.BoolVar(&opts.ResponseHeaders, "response-headers", false, "add the RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10) to every response [env]")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve both listeners over TLS with this certificate (PEM), reloaded when it changes [env]")
@@ -151,8 +159,8 @@ func (o *serveOptions) validate() error {
 	switch {
 	case o.CheckConfig != "":
 		return nil
-	case o.Config == "":
-		return cmdutil.Usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format")
+	case o.Config == "" && !o.API:
+		return cmdutil.Usagef("--config is required: a YAML file or directory in envoyproxy/ratelimit's format (or --api alone, to serve tblimit.v1 only)")
 	case o.Unavailable != ledger.ReturnError.String() && o.Unavailable != ledger.FailOpen.String() && o.Unavailable != ledger.FailClosed.String():
 		return cmdutil.Usagef("--unavailable %q: want error, open or closed", o.Unavailable)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
@@ -171,8 +179,8 @@ func (o *serveOptions) validate() error {
 		return cmdutil.Usagef("--log-format %q: want text or json", o.LogFormat)
 	case !knownLevel(o.LogLevel):
 		return cmdutil.Usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	case (o.APITokens != "" || o.APIInsecure) && !o.API:
-		return cmdutil.Usagef("--api-tokens and --api-insecure need --api")
+	case (o.APITokens != "" || o.APIInsecure || o.RequireRequestID) && !o.API:
+		return cmdutil.Usagef("--api-tokens, --api-insecure and --require-request-id need --api")
 	}
 	if o.API && o.APITokens == "" && !o.APIInsecure {
 		for _, l := range []struct{ flag, addr string }{{"--grpc-addr", o.GRPCAddr}, {"--http-addr", o.HTTPAddr}} {
@@ -205,11 +213,15 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 		return checkConfig(opts)
 	}
 	log := newLogger(opts.ErrOut, opts.LogFormat, opts.LogLevel)
-	cfg, err := ratelimit.LoadConfig(opts.Config)
-	if err != nil {
-		return err
+	var cfg *ratelimit.Config // nil: tblimit.v1 alone, no rules
+	if opts.Config != "" {
+		var err error
+		if cfg, err = ratelimit.LoadConfig(opts.Config); err != nil {
+			return err
+		}
 	}
 	var tlsCfg *tls.Config
+	var err error
 	if opts.TLSCert != "" {
 		files := &ratelimit.TLSFiles{Cert: opts.TLSCert, Key: opts.TLSKey, ClientCA: opts.TLSClientCA}
 		if tlsCfg, err = files.Config(); err != nil {
@@ -223,7 +235,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	defer stopTracing() // after the Client closed: its last requests' spans have ended
 	c, done, err := opts.Open(noticeLog{log}, tr.LedgerOptions()...)
 	if errors.Is(err, embedded.ErrBusy) {
-		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: run several tblimit serve on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
+		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: another tblimit serve may hold it; run several on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
 	}
 	if err != nil {
 		return err
@@ -252,8 +264,10 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := svc.Load(ctx, cfg); err != nil {
-		return err
+	if cfg != nil {
+		if err := svc.Load(ctx, cfg); err != nil {
+			return err
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -265,6 +279,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 			if tokens, err = api.LoadTokens(opts.APITokens); err != nil {
 				return err
 			}
+			warnTokens(ctx, log, c, tokens)
 			reg.MustRegister(tokens)
 			aopts = append(aopts, api.Authorize(func(ctx context.Context, call api.Call) error {
 				err := tokens.Authorize(ctx, call)
@@ -273,6 +288,9 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 				}
 				return err
 			}))
+		}
+		if opts.RequireRequestID {
+			aopts = append(aopts, api.RequireRequestID())
 		}
 		aopts = append(aopts, api.WithBound(bound))
 		as := api.New(c, aopts...)
@@ -283,7 +301,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, opts, log, svc, srv, tokens)
+	return serveOn(ctx, opts, log, svc, srv, c, tokens)
 }
 
 // newLogger returns serve's log, written to w in format (text, or json:
@@ -314,7 +332,7 @@ func (n noticeLog) Write(p []byte) (int, error) {
 }
 
 // serveOn listens, serves until ctx ends, and drains.
-func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *ratelimit.Service, srv *ratelimit.Server, tokens *api.Tokens) error {
+func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *ratelimit.Service, srv *ratelimit.Server, c *ledger.Client, tokens *api.Tokens) error {
 	grpcLn, err := listen(opts.GRPCAddr, "--grpc-addr")
 	if err != nil {
 		return err
@@ -330,22 +348,24 @@ func serveOn(ctx context.Context, opts *serveOptions, log *slog.Logger, svc *rat
 	defer stopReload()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go ratelimit.Watch(watchCtx, svc, opts.Config, opts.ReloadInterval, reload, func(err error) {
-		if err != nil {
-			log.Error("configuration refused; the last good one stays in force", "err", err)
-			return
-		}
-		log.Info("configuration reloaded", "config", opts.Config)
-	})
+	if opts.Config != "" {
+		go ratelimit.Watch(watchCtx, svc, opts.Config, opts.ReloadInterval, reload, func(err error) {
+			if err != nil {
+				log.Error("configuration refused; the last good one stays in force", "err", err)
+				return
+			}
+			log.Info("configuration reloaded", "config", opts.Config)
+		})
+	}
 	if tokens != nil {
 		reloadTokens, stopReloadTokens := opts.Reload()
 		defer stopReloadTokens()
-		go watchTokens(watchCtx, log, tokens, opts.APITokens, opts.ReloadInterval, reloadTokens)
+		go watchTokens(watchCtx, log, c, tokens, opts.APITokens, opts.ReloadInterval, reloadTokens)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(grpcLn, httpLn) }()
 	ga, ha := addr(grpcLn), addr(httpLn)
-	log.Info("serving", "grpc", ga, "http", ha, "rules", len(mustConfig(svc).Rules()))
+	log.Info("serving", servingAttrs(opts, ga, ha, len(mustConfig(svc).Rules()), tokens)...)
 	if opts.Ready != nil {
 		opts.Ready(ga, ha)
 	}
@@ -393,7 +413,7 @@ func addr(ln net.Listener) string {
 // file every interval, and at once whenever reload receives (SIGHUP). A
 // file refused leaves the last good tokens in force. It returns when ctx
 // is done.
-func watchTokens(ctx context.Context, log *slog.Logger, tokens *api.Tokens, path string, interval time.Duration, reload <-chan struct{}) {
+func watchTokens(ctx context.Context, log *slog.Logger, c *ledger.Client, tokens *api.Tokens, path string, interval time.Duration, reload <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -411,6 +431,50 @@ func watchTokens(ctx context.Context, log *slog.Logger, tokens *api.Tokens, path
 			log.Error("API tokens refused; the last good ones stay in force", "err", err)
 		case changed:
 			log.Info("API tokens reloaded", "tokens", path, "count", tokens.Len())
+			warnTokens(ctx, log, c, tokens)
+		}
+	}
+}
+
+// servingAttrs are the "serving" line's: the listeners, Envoy's rules,
+// and whether tblimit.v1 is served, under which tokens.
+func servingAttrs(opts *serveOptions, grpcAddr, httpAddr string, rules int, tokens *api.Tokens) []any {
+	attrs := []any{"grpc", grpcAddr, "http", httpAddr, "config", opts.Config, "rules", rules}
+	switch {
+	case !opts.API:
+		attrs = append(attrs, "api", "off")
+	case tokens != nil:
+		attrs = append(attrs, "api", "on", "api_tokens", opts.APITokens, "tokens", tokens.Len())
+	default:
+		attrs = append(attrs, "api", "open (no --api-tokens)")
+	}
+	if opts.RequireRequestID {
+		attrs = append(attrs, "require_request_id", true)
+	}
+	return attrs
+}
+
+// warnTokens warns of a token file that lets nothing through (no tokens)
+// or names resources the cluster does not have (a typo, or one yet to be
+// created): both are taken, and both are what an operator wants to know.
+func warnTokens(ctx context.Context, log *slog.Logger, c *ledger.Client, tokens *api.Tokens) {
+	if tokens.Len() == 0 {
+		log.Warn("the API token file has no tokens: every tblimit.v1 call is refused", "api_tokens", tokens.Path())
+		return
+	}
+	all, err := c.Resources(ctx)
+	if err != nil {
+		log.Warn("could not check the API tokens' resources", "err", err)
+		return
+	}
+	have := map[string]bool{}
+	for _, r := range all {
+		have[r.Name] = true
+		have[strconv.FormatUint(uint64(r.Ledger), 10)] = true
+	}
+	for _, name := range tokens.Resources() {
+		if !have[name] {
+			log.Warn("the API token file names a resource the cluster does not have", "resource", name, "api_tokens", tokens.Path())
 		}
 	}
 }
