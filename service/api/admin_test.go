@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -18,6 +21,7 @@ import (
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
 	"github.com/tblimit/tblimit/ledger"
+	"github.com/tblimit/tblimit/service"
 	"github.com/tblimit/tblimit/service/api"
 	"github.com/tblimit/tblimit/testenv"
 )
@@ -198,60 +202,113 @@ func TestErrorReasons(t *testing.T) {
 		if _, err := e.cl.Pay(ctx(t), &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", Amount: 5, RequestId: "p1"}); err != nil {
 			t.Fatal(err)
 		}
+		// A reservation of a resource of a 1 s window, left to expire.
+		short := e.resource(ledger.Resource{Window: time.Second, DefaultLimit: 5, Lazy: true})
+		old, err := e.cl.Reserve(ctx(t), &tblimitv1.ReserveRequest{Resource: short.Name, User: "u", RequestId: "old"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Advance(t, 2*time.Second)
+		taken := &tblimitv1.Resource{Name: r.Name, Kind: tblimitv1.Kind_KIND_REQUESTS, Ledger: b.NewLedger(), Window: durationpb.New(time.Minute)}
+		zero := &tblimitv1.Resource{Name: "zero", Kind: tblimitv1.Kind_KIND_REQUESTS, Ledger: b.NewLedger(), Window: durationpb.New(0)}
 		cases := []struct {
 			reason string
 			code   codes.Code
 			http   int
 			path   string
 			req    proto.Message
-			grpc   func(proto.Message) error
 		}{
-			{"UNKNOWN_RESOURCE", codes.NotFound, 404, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: strings.Repeat("x", 10_000), User: "u"}, nil},
-			{"UNKNOWN_USER", codes.NotFound, 404, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: "nobody"}, nil},
-			{"UNKNOWN_RESERVATION", codes.NotFound, 404, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: strings.Repeat("1", 32)}, nil},
-			{"REQUEST_ID_REUSED", codes.AlreadyExists, 409, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", Amount: 6, RequestId: "p1"}, nil},
-			{"RESERVATION_ENDED", codes.FailedPrecondition, 409, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: rv.GetReservationId()}, nil},
-			{"LIMIT_EXCEEDED", codes.InvalidArgument, 400, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: "u", Amount: 6}, nil},
-			{"INVALID_KEY", codes.InvalidArgument, 400, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: " u"}, nil},
-			{"INVALID_AMOUNT", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", RequestId: "p0"}, nil},
-			{"INVALID_ID", codes.InvalidArgument, 400, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: "not-hex"}, nil},
-			{"INVALID_RESOURCE", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: r.Name, From: "a", To: "b", Amount: 1, RequestId: "p2"}, nil},
-			{"TOO_MANY", codes.InvalidArgument, 400, "/v1/acquire-all", &tblimitv1.AcquireAllRequest{}, nil},
-			{"INVALID_ARGUMENT", codes.InvalidArgument, 400, "/v1/history", &tblimitv1.HistoryRequest{Resource: r.Name, User: "u", Max: 1 << 30}, nil},
-			{"REQUEST_ID_REQUIRED", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", Amount: 1}, nil},
-			{"REQUEST_ID_REQUIRED", codes.InvalidArgument, 400, "/v1/reserve", &tblimitv1.ReserveRequest{Resource: r.Name, User: "u"}, nil},
+			{"UNKNOWN_RESOURCE", codes.NotFound, 404, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: strings.Repeat("x", 10_000), User: "u"}},
+			{"UNKNOWN_USER", codes.NotFound, 404, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: "nobody"}},
+			{"UNKNOWN_RESERVATION", codes.NotFound, 404, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: strings.Repeat("1", 32)}},
+			{"REQUEST_ID_REUSED", codes.AlreadyExists, 409, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", Amount: 6, RequestId: "p1"}},
+			{"RESERVATION_EXPIRED", codes.FailedPrecondition, 409, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: old.GetReservationId()}},
+			{"RESERVATION_ENDED", codes.FailedPrecondition, 409, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: rv.GetReservationId()}},
+			{"RESOURCE_CONFLICT", codes.FailedPrecondition, 409, "/v1/create-resource", &tblimitv1.CreateResourceRequest{Resource: taken}},
+			{"LIMIT_EXCEEDED", codes.InvalidArgument, 400, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: "u", Amount: 6}},
+			{"INVALID_KEY", codes.InvalidArgument, 400, "/v1/acquire", &tblimitv1.AcquireRequest{Resource: r.Name, User: " u"}},
+			{"INVALID_AMOUNT", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", RequestId: "p0"}},
+			{"INVALID_ID", codes.InvalidArgument, 400, "/v1/commit", &tblimitv1.CommitRequest{ReservationId: "not-hex"}},
+			{"INVALID_RESOURCE", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: r.Name, From: "a", To: "b", Amount: 1, RequestId: "p2"}},
+			{"INVALID_WINDOW", codes.InvalidArgument, 400, "/v1/create-resource", &tblimitv1.CreateResourceRequest{Resource: zero}},
+			{"TOO_MANY", codes.InvalidArgument, 400, "/v1/acquire-all", &tblimitv1.AcquireAllRequest{}},
+			{"INVALID_ARGUMENT", codes.InvalidArgument, 400, "/v1/history", &tblimitv1.HistoryRequest{Resource: r.Name, User: "u", Max: 1 << 30}},
+			{"REQUEST_ID_REQUIRED", codes.InvalidArgument, 400, "/v1/pay", &tblimitv1.PayRequest{Resource: m.Name, From: "a", To: "b", Amount: 1}},
+			{"REQUEST_ID_REQUIRED", codes.InvalidArgument, 400, "/v1/reserve", &tblimitv1.ReserveRequest{Resource: r.Name, User: "u"}},
 		}
 		for _, c := range cases {
-			err := invoke(t, e, c.path, c.req)
-			reason(t, "gRPC "+c.path+" "+c.reason, err, c.code, c.reason)
-			body, _ := protojson.Marshal(c.req)
-			resp := e.post(c.path, string(body))
-			if resp.code != c.http || field(t, resp.body, "details.0.reason") != c.reason {
-				t.Errorf("POST %s %s = %d %s, want %d with reason %s", c.path, body, resp.code, resp.body, c.http, c.reason)
-			}
-			if len(resp.body) > 1500 {
-				t.Errorf("POST %s: an answer of %d bytes", c.path, len(resp.body))
-			}
+			both(t, e, c.path, c.req, c.code, c.http, c.reason)
 		}
+
+		// Refused before anything is decided: no token, a token without
+		// the permission, a server with no room, a cluster not answering.
+		toks, _ := writeTokens(t, "tokens:\n  - {name: reader, token: r34d, allow: {read: \"*\"}}\n")
+		guarded := start(t, b, api.Authorize(toks.Authorize))
+		acquire := &tblimitv1.AcquireRequest{Resource: r.Name, User: "u"}
+		both(t, guarded, "/v1/acquire", acquire, codes.Unauthenticated, 401, "UNAUTHENTICATED")
+		both(t, guarded, "/v1/acquire", acquire, codes.PermissionDenied, 403, "PERMISSION_DENIED", "authorization", "Bearer r34d")
+		bound, err := service.NewBound(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := start(t, b, api.WithBound(bound))
+		leave, err := bound.Enter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		both(t, full, "/v1/acquire", acquire, codes.ResourceExhausted, 503, "OVERLOADED")
+		leave()
+		// As in TestUnavailable, the call carries no deadline: the
+		// service's Client gives up after its own 100 ms.
+		noDeadline, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		bothIn(noDeadline, t, serve(t, b, stalled(t, b)), "/v1/acquire", acquire, codes.Unavailable, 503, "UNAVAILABLE")
 	})
 }
 
+// both calls the method of path with req over gRPC and over HTTP, with
+// header name/value pairs, and checks that each fails with code (HTTP
+// status httpStatus) and reason, in a bounded answer.
+func both(t *testing.T, e *env, path string, req proto.Message, code codes.Code, httpStatus int, want string, header ...string) {
+	t.Helper()
+	bothIn(ctx(t), t, e, path, req, code, httpStatus, want, header...)
+}
+
+// bothIn is both with the gRPC call in c.
+func bothIn(c context.Context, t *testing.T, e *env, path string, req proto.Message, code codes.Code, httpStatus int, want string, header ...string) {
+	t.Helper()
+	if len(header) > 0 {
+		c = metadata.AppendToOutgoingContext(c, header...)
+	}
+	reason(t, "gRPC "+path+" "+want, invoke(c, t, e, path, req), code, want)
+	body, _ := protojson.Marshal(req)
+	resp := e.post(path, string(body), header...)
+	if resp.code != httpStatus || field(t, resp.body, "details.0.reason") != want {
+		t.Errorf("POST %s %.200s = %d %s, want %d with reason %s", path, body, resp.code, resp.body, httpStatus, want)
+	}
+	if len(resp.body) > 1500 {
+		t.Errorf("POST %s: an answer of %d bytes", path, len(resp.body))
+	}
+}
+
 // invoke calls the gRPC method of an HTTP path with req.
-func invoke(t *testing.T, e *env, path string, req proto.Message) error {
+func invoke(c context.Context, t *testing.T, e *env, path string, req proto.Message) error {
 	var err error
 	switch q := req.(type) {
 	case *tblimitv1.AcquireRequest:
-		_, err = e.cl.Acquire(ctx(t), q)
+		_, err = e.cl.Acquire(c, q)
 	case *tblimitv1.AcquireAllRequest:
-		_, err = e.cl.AcquireAll(ctx(t), q)
+		_, err = e.cl.AcquireAll(c, q)
 	case *tblimitv1.PayRequest:
-		_, err = e.cl.Pay(ctx(t), q)
+		_, err = e.cl.Pay(c, q)
 	case *tblimitv1.CommitRequest:
-		_, err = e.cl.Commit(ctx(t), q)
+		_, err = e.cl.Commit(c, q)
 	case *tblimitv1.ReserveRequest:
-		_, err = e.cl.Reserve(ctx(t), q)
+		_, err = e.cl.Reserve(c, q)
 	case *tblimitv1.HistoryRequest:
-		_, err = e.cl.History(ctx(t), q)
+		_, err = e.cl.History(c, q)
+	case *tblimitv1.CreateResourceRequest:
+		_, err = e.cl.CreateResource(c, q)
 	default:
 		t.Fatalf("no gRPC call for %s", path)
 	}
@@ -284,9 +341,10 @@ func TestHTTPAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(get.Body)
 		get.Body.Close()
-		if get.StatusCode != http.StatusMethodNotAllowed || get.Header.Get("Allow") != "POST" || get.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("GET /v1/acquire = %d, Allow %q, %s; want a JSON 405", get.StatusCode, get.Header.Get("Allow"), get.Header.Get("Content-Type"))
+		if get.StatusCode != http.StatusMethodNotAllowed || get.Header.Get("Allow") != "POST" || field(t, string(body), "details.0.reason") != "METHOD_NOT_ALLOWED" {
+			t.Errorf("GET /v1/acquire = %d, Allow %q, %s; want a JSON 405", get.StatusCode, get.Header.Get("Allow"), body)
 		}
 		resp = e.post("/v1/history", `{"resource":"`+r.Name+`","user":"u","from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}`, auth...)
 		if resp.code != http.StatusBadRequest || field(t, resp.body, "details.0.reason") != "INVALID_ARGUMENT" {
