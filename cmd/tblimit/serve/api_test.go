@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+	"github.com/tblimit/tblimit/cmd/tblimit/internal/cmdtest"
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
@@ -176,24 +176,6 @@ func TestServeAPITokens(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's writer that a test reads while serve writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // --api without --config serves tblimit.v1 alone, and provisions while it
 // runs: a money resource, a payer and a new payee are created, funded and
 // paid with no restart. The "serving" line says what is served under
@@ -204,7 +186,7 @@ func TestServeAPIAlone(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := new(lockedBuffer)
+	log := new(cmdtest.LockedBuffer)
 	grpcAddr, _, stop := serveWith(t, "", func(o *serveOptions) {
 		o.API, o.APITokens, o.RequireRequestID, o.ErrOut = true, tokens, true, log
 	})
