@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -83,9 +84,11 @@ func route[Req any, Resp proto.Message, PReq interface {
 	proto.Message
 }](s *Service, method string, call func(context.Context, PReq) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx := incoming(r)
+		start, ctx := time.Now(), incoming(r)
 		if err := s.allow(ctx, method, nil); err != nil {
-			writeError(w, statusOf(err))
+			err = statusOf(err) // counted as call counts the calls it refuses
+			s.stats.called(method, start, err)
+			writeError(w, err)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
