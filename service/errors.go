@@ -88,6 +88,7 @@ var kinds = []struct {
 	{ledger.ErrInvalidWindow, codes.InvalidArgument, ReasonInvalidWindow},
 	{ledger.ErrInvalidResource, codes.InvalidArgument, ReasonInvalidResource},
 	{ledger.ErrTooMany, codes.InvalidArgument, ReasonTooMany},
+	{ledger.ErrMalformed, codes.InvalidArgument, ReasonInvalidArgument},
 	{ErrInvalidArgument, codes.InvalidArgument, ReasonInvalidArgument},
 	{context.Canceled, codes.Canceled, ReasonCancelled},
 	{recipes.ErrWouldExceedDeadline, codes.DeadlineExceeded, ReasonWouldExceedDeadline},

@@ -97,9 +97,13 @@ func New(c *ledger.Client, opts ...Option) *Service {
 
 // Register serves s on a gRPC server and, when mux is not nil, its HTTP
 // JSON form on mux (see the package documentation); either may be nil.
+// The gRPC server also gets tblimit.v1.LedgerService, which carries
+// TigerBeetle's operations to s's Client for the CLI's --server (admin
+// on "*" only; gRPC only).
 func (s *Service) Register(g grpc.ServiceRegistrar, mux *http.ServeMux) {
 	if g != nil {
 		tblimitv1.RegisterLimitServiceServer(g, s)
+		tblimitv1.RegisterLedgerServiceServer(g, ledgerService{s: s})
 	}
 	if mux != nil {
 		s.registerHTTP(mux)
@@ -164,6 +168,7 @@ var permissions = map[string]Permission{
 	tblimitv1.LimitService_GetUser_FullMethodName:        PermAdmin,
 	tblimitv1.LimitService_ListUsers_FullMethodName:      PermAdmin,
 	tblimitv1.LimitService_MigrateUser_FullMethodName:    PermAdmin,
+	tblimitv1.LedgerService_Submit_FullMethodName:        PermAdmin,
 }
 
 // MethodPermission returns the permission of a LimitService method, by its

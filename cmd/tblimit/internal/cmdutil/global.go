@@ -27,12 +27,19 @@ type GlobalOptions struct {
 	Timeout   time.Duration
 	Verbose   bool
 	MaxMemory string
+	// Server is a running tblimit serve --api whose cluster (or data
+	// file) the command uses, with the token of $TBLIMIT_TOKEN or
+	// TokenFile, over TLS with ServerCA or ServerTLS.
+	Server    string
+	TokenFile string
+	ServerCA  string
+	ServerTLS bool
 
 	maxMemory uint64 // MaxMemory parsed (Prepare)
 }
 
 // EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
-var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory"}
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "server", "token-file", "server-ca", "server-tls"}
 
 // EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
 func EnvName(flag string) string {
@@ -47,6 +54,10 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
 	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
 	fs.StringVar(&g.MaxMemory, "max-memory", "", "the embedded engine's bound on this process's live heap (512MiB, 8GiB; 0: none): warned of from half of it, new decisions refused past it (default half the machine's or cgroup's memory) [env]")
+	fs.StringVar(&g.Server, "server", "", "act through a running tblimit serve --api at this gRPC address (127.0.0.1:8081), on the cluster or data file it uses; its token from $"+TokenEnv+" or --token-file [env]")
+	fs.StringVar(&g.TokenFile, "token-file", "", "with --server: a file whose first line is the bearer token (a token allowed admin on \"*\") [env]")
+	fs.StringVar(&g.ServerCA, "server-ca", "", "with --server: reach it over TLS, trusting this CA (PEM) [env]")
+	fs.BoolVar(&g.ServerTLS, "server-tls", false, "with --server: reach it over TLS, trusting the system's CAs [env]")
 	fs.BoolVar(&g.Verbose, "verbose", false, "also print the TigerBeetle client's own log lines (a warning per reconnect attempt) on stderr")
 }
 
@@ -75,15 +86,40 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
 	}
+	if err := g.checkServer(cmd.Root().PersistentFlags()); err != nil {
+		return err
+	}
 	if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed("max-memory") {
 		return Usagef("--max-memory bounds the embedded engine: with --addresses, there is none (give one or the other)")
 	}
-	if len(g.Addresses) == 0 {
+	if len(g.Addresses) == 0 && g.Server == "" {
 		bound, err := memoryBound(g.MaxMemory)
 		if err != nil {
 			return Usagef("--max-memory %v", err)
 		}
 		g.maxMemory = bound
+	}
+	return nil
+}
+
+// checkServer refuses --server beside the flags of another cluster, and
+// its own flags without it.
+func (g *GlobalOptions) checkServer(fs *pflag.FlagSet) error {
+	if g.Server == "" {
+		for _, name := range []string{"token-file", "server-ca", "server-tls"} {
+			if fs.Changed(name) {
+				return Usagef("--%s goes with --server", name)
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"addresses", "data", "max-memory"} {
+		if fs.Changed(name) {
+			return Usagef("--server acts on the cluster or data file of the tblimit serve it names: --%s is not for it (give one or the other)", name)
+		}
+	}
+	if g.ServerCA != "" && g.ServerTLS {
+		return Usagef("--server-ca and --server-tls: give one (--server-ca trusts that CA, --server-tls the system's)")
 	}
 	return nil
 }
@@ -160,6 +196,9 @@ func (g *GlobalOptions) connect(clock embedded.Clock, stderr io.Writer) (*ledger
 // Open is connect with the ledger.Client's options of the caller's choice.
 func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...ledger.Option) (*ledger.Client, func(), error) {
 	opts = append([]ledger.Option{ledger.WithTimeout(g.Timeout)}, opts...)
+	if g.Server != "" {
+		return g.openServer(opts...)
+	}
 	if len(g.Addresses) > 0 {
 		c, err := ledger.Dial(g.ClusterID, g.Addresses, opts...)
 		if errors.Is(err, ledger.ErrInvalidAddress) {
@@ -192,7 +231,8 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	f, err := embedded.Open(path, eopts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
-		return nil, nil, Hint(err, "another tblimit command is using it: wait for it to finish, or give another --data")
+		return nil, nil, Hint(err, "another tblimit command is using it, or tblimit serve holds it: wait for the command to finish, "+
+			"act through the running serve with --server ADDR (its gRPC address; serve --api), or give another --data")
 	case err != nil:
 		return nil, nil, err
 	}
