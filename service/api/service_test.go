@@ -455,6 +455,9 @@ func TestMethodPermission(t *testing.T) {
 		{tblimitv1.LimitService_Reset_FullMethodName, api.PermReset, true},
 		{tblimitv1.LimitService_Audit_FullMethodName, api.PermRead, true},
 		{tblimitv1.LimitService_Funds_FullMethodName, api.PermRead, true},
+		{tblimitv1.LimitService_AddUsers_FullMethodName, api.PermAdmin, true},
+		{tblimitv1.LimitService_CreateResource_FullMethodName, api.PermAdmin, true},
+		{tblimitv1.LedgerService_Submit_FullMethodName, api.PermAdmin, true},
 		{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", 0, false},
 	} {
 		if p, ok := api.MethodPermission(c.method); p != c.want || ok != c.ok {
