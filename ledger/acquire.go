@@ -273,7 +273,7 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 	o.hold(t, u)
 	ds, err := c.decide(ctx, o, parts)
 	d := first(ds)
-	hold := o.chain[o.first()].ID
+	hold := o.chain[o.firstHold()].ID
 	c.freeOp(o)
 	c.observe(start, parts, []Decision{d}, err)
 	out := Charged{Decision: d, Taken: req.Amount}

@@ -161,7 +161,7 @@ func New(c tb.Client, opts ...Option) *Client {
 	if !cl.conn.InProcess() {
 		cl.users.lag = returnLag
 	}
-	cl.pipe = conn.NewBatcher[*op]((*runner)(cl), cl.conn.InProcess(), cl.gather, cl.maxWaiting)
+	cl.pipe = conn.NewBatcher[*op](&runner{cl}, cl.conn.InProcess(), cl.gather, cl.maxWaiting)
 	return cl
 }
 

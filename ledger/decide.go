@@ -6,31 +6,11 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
-const (
-	outAdmitted   outcome = iota // created, or exists: a retry of an applied attempt
-	outDenied                    // too few units (or funds)
-	outSpent                     // id_already_failed: an earlier attempt under this ID failed
-	outLinked                    // another event of the chain failed
-	outNoUser                    // the debit account does not exist
-	outNoResource                // the credit account does not exist
-	outReusedID                  // the ID was used for a different transfer
-	outUnexpected                // anything else: a bug, or a cluster we do not understand
-)
-
-const (
-	endedNow      ending = iota // created, or exists: this post or void ended the hold
-	endExpired                  // the hold expired first: its units are back
-	endPostedYet                // another post ended it already
-	endVoidedYet                // another void ended it already
-	endNoHold                   // there is no such hold
-	endUnexpected               // anything else
-)
-
-// decision returns the results of o's deciding chain: the linked chain
+// decidingResults returns the results of o's deciding chain: the linked chain
 // that holds the units the caller asked for (an op may also carry a chain
 // that ends an earlier hold, a lease's).
-func (o *op) decision() []tb.CreateTransferResult {
-	start := o.decisionStart()
+func (o *op) decidingResults() []tb.CreateTransferResult {
+	start := o.decidingStart()
 	if start < 0 || o.res == nil {
 		return nil
 	}
@@ -41,18 +21,18 @@ func (o *op) decision() []tb.CreateTransferResult {
 	return o.res[start : end+1]
 }
 
-// decisionStart is the index in o's chain where its deciding chain starts,
+// decidingStart is the index in o's chain where its deciding chain starts,
 // or -1 if it has none.
-func (o *op) decisionStart() int {
-	start := o.first()
+func (o *op) decidingStart() int {
+	start := o.firstHold()
 	for start > 0 && o.chain[start-1].TransferFlags().Linked {
 		start--
 	}
 	return start
 }
 
-// first is the index in o's chain of its first deciding hold, or -1.
-func (o *op) first() int {
+// firstHold is the index in o's chain of its first deciding hold, or -1.
+func (o *op) firstHold() int {
 	for _, e := range o.events {
 		if e.decide {
 			return e.i
@@ -67,7 +47,7 @@ func (o *op) name() ID {
 	if !o.key.IsZero() {
 		return o.key
 	}
-	return fromTB(o.chain[o.first()].ID)
+	return fromTB(o.chain[o.firstHold()].ID)
 }
 
 // chainOutcome reports whether a chain's results say it failed, and
@@ -99,7 +79,7 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 // path takes: a user of a lazy resource not seen provisioned is provisioned
 // in the same batch (see sight); a merged transfer the cluster refused is
 // sent again alone; a request whose ID was spent by an earlier attempt is
-// sent again as a new attempt under that ID (see again); a lazy user found
+// sent again as a new attempt under that ID (see reattempt); a lazy user found
 // missing all the same is provisioned and the chain sent again (once); an
 // unanswered call goes to the Client's OnUnavailable.
 func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, error) {
@@ -121,8 +101,8 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 				return o.ds, err
 			}
 			return o.ds, c.exactRetryAfter(ctx, o)
-		case spent(o.decision()) && attempts < maxAttempts:
-			if err := c.again(ctx, o); err != nil {
+		case spent(o.decidingResults()) && attempts < maxAttempts:
+			if err := c.reattempt(ctx, o); err != nil {
 				return nil, err
 			}
 			continue
@@ -138,16 +118,16 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 			return nil, err
 		}
 		provisioned = true
-		if err := c.again(ctx, o); err != nil {
+		if err := c.reattempt(ctx, o); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// again makes o a new attempt (see op.again), with the marker accounts of
+// reattempt makes o a new attempt (see op.newAttempt), with the marker accounts of
 // its ledger in place if it now carries a marker.
-func (c *Client) again(ctx context.Context, o *op) error {
-	o.again()
+func (c *Client) reattempt(ctx context.Context, o *op) error {
+	o.newAttempt()
 	if o.marked {
 		return c.ensureMarkers(ctx, o.chain[0].Ledger)
 	}

@@ -44,11 +44,14 @@ package ledger
 
 // For a maintainer, where things are:
 //   - What a decision reports (Limit, Remaining, RetryAfter, ResetAfter):
-//     report in view.go, made by the view's methods; report.decision is
-//     the one constructor of a Decision, on every path (sent, denied
-//     locally, leased, coalesced, paid, unanswered, checked); the HTTP
-//     fields made of it are written in one place in package recipes
-//     (writeRateLimit, from Result.items).
+//     report in view.go, made by the view's methods; report.decision
+//     makes the Decision of every call that decides (sent, denied
+//     locally, leased, coalesced, paid, unanswered, checked). Two more
+//     are made from what is already known, with no view: a ChargeUntil
+//     whose until has passed (acquire.go) and a Reservation found again
+//     by its ID (reservationOf, reserve.go). The HTTP fields made of a Decision
+//     are written by rateLimitFields in package recipes (for a Result's
+//     policies, and for one Decision: DecisionFields).
 //   - What a TigerBeetle status means, in status.go only: classify (holds
 //     of decisions, payments, funds), classifyEnd (posts and voids),
 //     accountMade, accountNew and accountExistsDifferently (accounts),

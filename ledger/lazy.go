@@ -41,9 +41,9 @@ type sight struct {
 	// The answer, handed over by the runner.
 	accounts tb.CreateAccountStatus  // of its limit account
 	credit   tb.CreateTransferResult // of its credit, if this op sent it
-	sent     bool                    // this op's batch carried its credit ahead of this op's holds
+	credited bool                    // this op's batch carried its credit ahead of this op's holds
 	acct     int                     // where its limit account is in the batch's accounts
-	at       int                     // where its credit is in the batch's transfers, if sent
+	at       int                     // where its credit is in the batch's transfers, if credited
 }
 
 // sight records in o the users of parts not seen provisioned: lazy users
@@ -172,7 +172,7 @@ func (b *batch) credit(o *op) {
 			b.credited = map[tb.Uint128]bool{}
 		}
 		b.credited[t.ID] = true
-		s.sent, s.at = true, len(b.send)
+		s.credited, s.at = true, len(b.send)
 		b.send = append(b.send, t)
 	}
 }
@@ -184,7 +184,7 @@ func (b *batch) credit(o *op) {
 // that they are described against the limit.
 func (c *Client) learnSights(o *op, now int64) {
 	for _, s := range o.sights {
-		if !s.sent {
+		if !s.credited {
 			continue
 		}
 		cr := classifyCredit(s.credit.Status)
@@ -196,8 +196,7 @@ func (c *Client) learnSights(o *op, now int64) {
 		v.provisioned = true
 		switch {
 		case accountNew(s.accounts) && cr == creditNow:
-			v.limit, v.limitKnown = s.limit, true
-			v.readLocal = now // as good as a read
+			v.knowLimit(s.limit, now)
 		case cr == creditNow && !v.limitKnown:
 			// Credited with this limit, now or before: the limit it was
 			// given, until a read says whether it changed since.
@@ -211,7 +210,7 @@ func (c *Client) learnSights(o *op, now int64) {
 // a limit. It returns the holds whose users are missing on a lazy resource
 // (to be provisioned), or the error to return.
 func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, err error) {
-	res, start := o.decision(), o.decisionStart()
+	res, start := o.decidingResults(), o.decidingStart()
 	for i, s := range res {
 		out := classify(s.Status)
 		if o.explain != nil {

@@ -247,10 +247,10 @@ func (c *Client) endLease(l *lease, now int64) []tb.Transfer {
 }
 
 // regrant returns the chain that voids pending transfer t (with ID void)
-// and takes used of its units again (a hold with ID again and code code)
+// and takes used of its units again (a hold with ID keep and code code)
 // for t.Timeout seconds, linked: a lease giving back what it did not use, a
 // Reservation's commit keeping what the work used.
-func regrant(t tb.Transfer, used uint64, void, again ID, code uint16) []tb.Transfer {
+func regrant(t tb.Transfer, used uint64, void, keep ID, code uint16) []tb.Transfer {
 	end := tb.Transfer{
 		ID:              void.tb(),
 		PendingID:       t.ID,
@@ -265,7 +265,7 @@ func regrant(t tb.Transfer, used uint64, void, again ID, code uint16) []tb.Trans
 	}
 	end.Flags = tb.TransferFlags{VoidPendingTransfer: true, Linked: true}.ToUint16()
 	kept := t
-	kept.ID = again.tb()
+	kept.ID = keep.tb()
 	kept.Timestamp = 0
 	kept.Amount = tb.ToUint128(used)
 	kept.Code = code

@@ -47,7 +47,7 @@ func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
 	return nil
 }
 
-// again makes o a new attempt after the cluster answered it: a transfer
+// newAttempt makes o a new attempt after the cluster answered it: a transfer
 // whose ID TigerBeetle spent (it failed on its own, and a failed ID answers
 // id_already_failed for ever) gets a new one. A request with a caller's ID
 // whose first transfer (the one that bears the ID) was spent goes from then
@@ -57,7 +57,7 @@ func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
 // A later admission under the ID finds the marker first and fails whole
 // (TigerBeetle answers exists), so that an ID is admitted at most once,
 // while a denial leaves the marker unspent for the next attempt.
-func (o *op) again() {
+func (o *op) newAttempt() {
 	res := o.res
 	o.reset()
 	kept := func(i int) bool {
@@ -86,7 +86,7 @@ func (o *op) again() {
 			o.chain[i].ID = NewID().tb()
 		}
 	}
-	if first := o.first(); o.key.IsZero() && first >= 0 {
+	if first := o.firstHold(); o.key.IsZero() && first >= 0 {
 		// An unnamed request is named by its first hold: the others carry
 		// that name, new or not.
 		for i := first + 1; i < len(o.chain); i++ {

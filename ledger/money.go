@@ -208,7 +208,7 @@ func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reserva
 		return &Reservation{c: c, res: r, d: d}, err
 	}
 	rv := &Reservation{c: c, res: r, u: c.users.get(r, p.From), d: d}
-	hold := o.chain[o.first()]
+	hold := o.chain[o.firstHold()]
 	if !o.earlier {
 		rv.heldAt = d.Timestamp
 	} else if hold, err = c.heldUnder(ctx, r.Ledger, codePayHold, p.ID, !o.marked); err != nil {
@@ -334,7 +334,7 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 			return &attemptError{id: id, err: err}
 		}
 		if spent(o.res) && attempt < maxAttempts {
-			if err := c.again(ctx, o); err != nil { // an earlier attempt under the ID failed: a new one
+			if err := c.reattempt(ctx, o); err != nil { // an earlier attempt under the ID failed: a new one
 				return err
 			}
 			continue

@@ -165,8 +165,9 @@ var patient = conn.Patient(context.Background())
 // goroutine at a time, and a batch's Complete either from that goroutine
 // or from one of its own while the next batch's Send waits for its answer:
 // Send touches nothing Complete does (the views, the read queues, the last
-// timestamp) unless every earlier batch has completed.
-type runner Client
+// timestamp) unless every earlier batch has completed. It is its Client
+// seen as the Batcher's Runner: a Client has one, made with it.
+type runner struct{ c *Client }
 
 // sentBatch is a batch of ops whose answer came.
 type sentBatch struct {
@@ -190,7 +191,7 @@ type sentBatch struct {
 // waiting keeps the next calls in the Batcher, where a caller whose
 // deadline passes takes its call back unsent.
 func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []*op) conn.Flight {
-	c := (*Client)(r)
+	c := r.c
 	if settled {
 		c.readBack()
 		c.scanBack()
@@ -226,15 +227,15 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	}
 	c.lastExact = f.exact
 	if len(f.b.send) > 0 {
-		f.res, f.err = c.conn.CreateTransfers(c.withCalls(patient, ops, sent), f.b.send)
+		f.res, f.err = c.conn.CreateTransfers(c.withCalls(patient, ops, inCreate), f.b.send)
 	}
 	f.now = c.localNow()
 	return f
 }
 
-// sent reports whether build put op o's transfers in its batch's create
+// inCreate reports whether build put op o's transfers in its batch's create
 // (alone or merged).
-func sent(o *op) bool { return !o.local && o.err == nil && o.checks == nil }
+func inCreate(o *op) bool { return !o.local && o.err == nil && o.checks == nil }
 
 // rides reports whether op o, come while a batch's accounts were made, may
 // join its create: it provisions no user, checks nothing, and reads
@@ -247,7 +248,7 @@ func rides(o *op) bool { return len(o.sights) == 0 && o.checks == nil && !o.exac
 // the views), the last batch reads its accounts before answering, or
 // coalescing merges the next batch's holds by what the views know.
 func (r *runner) Quiet() bool {
-	c := (*Client)(r)
+	c := r.c
 	return c.coalesce || c.lastExact || c.readsDue() || c.checking.Load() > 0
 }
 
@@ -314,7 +315,7 @@ func (c *Client) nows() (int64, uint64) {
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
 	c.learnSights(o, now)
-	failed, decided, earlier := chainOutcome(o.decision())
+	failed, decided, earlier := chainOutcome(o.decidingResults())
 	o.earlier = earlier
 	if decided {
 		o.ds = o.ds1[:0]
@@ -336,7 +337,7 @@ func (c *Client) settle(o *op, now int64) {
 // earlierTS is the timestamp of the transfer of o's chain that existed
 // already (TigerBeetle echoes the original's).
 func (o *op) earlierTS() uint64 {
-	for _, s := range o.decision() {
+	for _, s := range o.decidingResults() {
 		if classify(s.Status) == outAdmitted {
 			return s.Timestamp
 		}
@@ -466,7 +467,7 @@ func (b *batch) spread(res []tb.CreateTransferResult) {
 		} else {
 			s.o.res = res[s.at : s.at+len(s.o.chain) : s.at+len(s.o.chain)]
 			for i := range s.o.sights {
-				if sg := &s.o.sights[i]; sg.sent {
+				if sg := &s.o.sights[i]; sg.credited {
 					sg.credit = res[sg.at]
 				}
 			}

@@ -66,8 +66,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Part, known bool) error
 			return err
 		}
 		u.lock()
-		u.v.limit, u.v.limitKnown = b.Limit, true
-		u.v.stale = true // what is in flight shows in the next read
+		u.v.knowLimit(b.Limit, 0) // what is in flight shows in the next read
 		u.mu.Unlock()
 		if b.Limit == want {
 			return nil

@@ -218,7 +218,7 @@ func (c *Client) readExact(batch []*op) {
 
 // redescribe describes o's decisions again from its users' views.
 func (c *Client) redescribe(o *op) {
-	failed, _, _ := chainOutcome(o.decision())
+	failed, _, _ := chainOutcome(o.decidingResults())
 	k := 0
 	for _, e := range o.events {
 		if !e.decide {

@@ -75,14 +75,14 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 	if !unanswered && (err != nil || !rv.OK()) {
 		return rv, err
 	}
-	rv.t.PendingID, rv.heldAt = o.chain[o.first()].ID, rv.d.Timestamp
+	rv.t.PendingID, rv.heldAt = o.chain[o.firstHold()].ID, rv.d.Timestamp
 	if unanswered {
 		// No answer, which may still come: o is no longer this call's to
 		// read. The hold may or may not exist, admitted by the policy
 		// (FailOpen) or not: Cancel voids it if it does.
 		return rv, err
 	}
-	if _, _, earlier := chainOutcome(o.decision()); earlier && o.marked {
+	if _, _, earlier := chainOutcome(o.decidingResults()); earlier && o.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
 		held, err := c.heldUnder(ctx, r.Ledger, codeReserve, req.ID, false)
@@ -134,7 +134,7 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 	if err != nil || !ds[0].Allowed || ds[0].Reason == Unavailable {
 		return rvs, err // denied, or unanswered: nothing this call may read of o
 	}
-	if _, _, earlier := chainOutcome(o.decision()); earlier {
+	if _, _, earlier := chainOutcome(o.decidingResults()); earlier {
 		// Reserved before under the request's ID: its first hold is named
 		// by the ID (or carries it, for a later attempt than the first),
 		// the others carry the first's.
@@ -182,7 +182,7 @@ func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservat
 
 // heldUnder finds the hold of code on ledger that an attempt under request
 // ID key took: named by key when the first attempt under it took it
-// (named), else carrying key, as a later attempt's hold does (see again).
+// (named), else carrying key, as a later attempt's hold does (see op.newAttempt).
 func (c *Client) heldUnder(ctx context.Context, ledger uint32, code uint16, key ID, named bool) (tb.Transfer, error) {
 	var ts []tb.Transfer
 	var err error
@@ -313,7 +313,7 @@ func (r *Reservation) commit(ctx context.Context, n uint64) error {
 	s := o.res[0].Status
 	switch classifyEnd(s) {
 	case endedNow:
-		if o.res[len(o.res)-1].Status == tb.TransferLinkedEventFailed {
+		if classify(o.res[len(o.res)-1].Status) == outLinked {
 			// The void existed (conn folds exists into created), so the
 			// chain did: this commit's retry, or a commit of another n.
 			return r.committedBefore(ctx, n)
@@ -413,7 +413,7 @@ func (r *Reservation) rest() uint32 {
 // for its own reason.
 func chainError(res []tb.CreateTransferResult) error {
 	for i, x := range res {
-		if x.Status != tb.TransferLinkedEventFailed && x.Status != tb.TransferCreated {
+		if out := classify(x.Status); out != outLinked && out != outAdmitted {
 			return transferStatusError(i, x.Status)
 		}
 	}

@@ -20,6 +20,17 @@ import (
 // (transferStatusError, accountStatusError).
 type outcome uint8
 
+const (
+	outAdmitted   outcome = iota // created, or exists: a retry of an applied attempt
+	outDenied                    // too few units (or funds)
+	outSpent                     // id_already_failed: an earlier attempt under this ID failed
+	outLinked                    // another event of the chain failed
+	outNoUser                    // the debit account does not exist
+	outNoResource                // the credit account does not exist
+	outReusedID                  // the ID was used for a different transfer
+	outUnexpected                // anything else: a bug, or a cluster we do not understand
+)
+
 // classify turns a transfer's status into what it means for a decision.
 // TransferExists does not reach it (package conn folds it into
 // TransferCreated, a retry of an applied transfer, for every create of
@@ -51,6 +62,15 @@ func classify(s tb.CreateTransferStatus) outcome {
 
 // ending is what the status of a post or void of a hold means.
 type ending uint8
+
+const (
+	endedNow      ending = iota // created, or exists: this post or void ended the hold
+	endExpired                  // the hold expired first: its units are back
+	endPostedYet                // another post ended it already
+	endVoidedYet                // another void ended it already
+	endNoHold                   // there is no such hold
+	endUnexpected               // anything else
+)
 
 // classifyEnd turns the status of a post or void of a hold into what it
 // means: the posts and voids of Commit, Cancel, Reset and a lease's

@@ -197,11 +197,10 @@ func (us *users) provisioned(r Resource, key string) {
 func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, now int64) {
 	u := us.get(r, key)
 	u.lock()
-	u.v.limit, u.v.limitKnown = limit, true
+	var at int64 // units may be in flight that this Client did not take
 	if fresh {
-		u.v.readLocal = now // as good as a read
-	} else {
-		u.v.stale = true // units may be in flight that this Client did not take
+		at = now
 	}
+	u.v.knowLimit(limit, at)
 	u.mu.Unlock()
 }

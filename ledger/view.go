@@ -107,6 +107,20 @@ func (v *view) available(t uint64) uint64 {
 	return v.limit - min(v.limit, v.inFlight(t))
 }
 
+// knowLimit records that the user's limit is limit, for sure. fresh is
+// this Client's clock when nothing can be in flight that it does not know
+// of (the account was just made): the view counts as read then. 0 means
+// units may be in flight that this Client did not take: the view is stale
+// until a read.
+func (v *view) knowLimit(limit uint64, fresh int64) {
+	v.limit, v.limitKnown = limit, true
+	if fresh != 0 {
+		v.readLocal = fresh // as good as a read
+	} else {
+		v.stale = true
+	}
+}
+
 // complete reports whether the view knows every unit in flight and the
 // limit (as of its last contact with the cluster).
 func (v *view) complete() bool { return v.limitKnown && v.unknown == 0 && !v.stale }
