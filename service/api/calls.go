@@ -199,13 +199,15 @@ func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv
 	if err != nil {
 		return nil, err
 	}
-	// What the payer holds after it: read once decided, so that a caller
-	// need not ask (a denial moved nothing, and says so too).
-	funds, err := s.c.Funds(ctx, r.Currency, p.From)
-	if err != nil {
-		return nil, err
+	out := &tblimitv1.PayResponse{Decision: decisionOf(ctx, r, d)}
+	// What the payer holds after it, read once decided so that a caller
+	// need not ask. A read that fails leaves it out: the payment is made
+	// (or refused) all the same, and an error here would have a caller
+	// without a request ID pay again.
+	if funds, err := s.c.Funds(ctx, r.Currency, p.From); err == nil {
+		out.Funds = &funds
 	}
-	return &tblimitv1.PayResponse{Decision: decisionOf(ctx, r, d), Funds: funds}, nil
+	return out, nil
 }
 
 // money resolves a money resource.

@@ -843,8 +843,9 @@ type PayResponse struct {
 	// REASON_INSUFFICIENT_FUNDS, nothing at all moved.
 	Decision *Decision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
 	// What the payer holds on the currency after the call, read once it was
-	// decided (other payments may have moved it since).
-	Funds         uint64 `protobuf:"varint,2,opt,name=funds,proto3" json:"funds,omitempty"`
+	// decided (other payments may have moved it since); absent when that
+	// read failed: the decision stands all the same.
+	Funds         *uint64 `protobuf:"varint,2,opt,name=funds,proto3,oneof" json:"funds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,8 +888,8 @@ func (x *PayResponse) GetDecision() *Decision {
 }
 
 func (x *PayResponse) GetFunds() uint64 {
-	if x != nil {
-		return x.Funds
+	if x != nil && x.Funds != nil {
+		return *x.Funds
 	}
 	return 0
 }
@@ -3242,10 +3243,11 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x06amount\x18\x04 \x01(\x04R\x06amount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1c\n" +
-	"\treference\x18\x06 \x01(\x04R\treference\"U\n" +
+	"\treference\x18\x06 \x01(\x04R\treference\"d\n" +
 	"\vPayResponse\x120\n" +
-	"\bdecision\x18\x01 \x01(\v2\x14.tblimit.v1.DecisionR\bdecision\x12\x14\n" +
-	"\x05funds\x18\x02 \x01(\x04R\x05funds\"\x92\x01\n" +
+	"\bdecision\x18\x01 \x01(\v2\x14.tblimit.v1.DecisionR\bdecision\x12\x19\n" +
+	"\x05funds\x18\x02 \x01(\x04H\x00R\x05funds\x88\x01\x01B\b\n" +
+	"\x06_funds\"\x92\x01\n" +
 	"\vFundRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x16\n" +
@@ -3595,6 +3597,7 @@ func file_tblimit_v1_tblimit_proto_init() {
 	if File_tblimit_v1_tblimit_proto != nil {
 		return
 	}
+	file_tblimit_v1_tblimit_proto_msgTypes[9].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[35].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[38].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[39].OneofWrappers = []any{}
