@@ -237,11 +237,11 @@ func (s *Service) fund(ctx context.Context, req *tblimitv1.FundRequest) (*tblimi
 	if err := s.c.Fund(ctx, r.Currency, ledger.Request{User: req.GetUser(), Amount: req.GetAmount(), ID: id, Ref: req.GetReference()}); err != nil {
 		return nil, err
 	}
-	funds, err := s.c.Funds(ctx, r.Currency, req.GetUser())
-	if err != nil {
-		return nil, err
+	out := &tblimitv1.FundResponse{}
+	if funds, err := s.c.Funds(ctx, r.Currency, req.GetUser()); err == nil { // as Pay's
+		out.Funds = &funds
 	}
-	return &tblimitv1.FundResponse{Funds: funds}, nil
+	return out, nil
 }
 
 // Funds reads what a user holds on a money resource's currency

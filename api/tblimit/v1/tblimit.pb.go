@@ -979,8 +979,9 @@ func (x *FundRequest) GetReference() uint64 {
 // FundResponse is the user's funds after the fund.
 type FundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the user holds on the currency now.
-	Funds         uint64 `protobuf:"varint,1,opt,name=funds,proto3" json:"funds,omitempty"`
+	// What the user holds on the currency now; absent when reading it
+	// failed: the fund is made all the same.
+	Funds         *uint64 `protobuf:"varint,1,opt,name=funds,proto3,oneof" json:"funds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,8 +1017,8 @@ func (*FundResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *FundResponse) GetFunds() uint64 {
-	if x != nil {
-		return x.Funds
+	if x != nil && x.Funds != nil {
+		return *x.Funds
 	}
 	return 0
 }
@@ -3254,9 +3255,10 @@ const file_tblimit_v1_tblimit_proto_rawDesc = "" +
 	"\x06amount\x18\x03 \x01(\x04R\x06amount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1c\n" +
-	"\treference\x18\x05 \x01(\x04R\treference\"$\n" +
-	"\fFundResponse\x12\x14\n" +
-	"\x05funds\x18\x01 \x01(\x04R\x05funds\">\n" +
+	"\treference\x18\x05 \x01(\x04R\treference\"3\n" +
+	"\fFundResponse\x12\x19\n" +
+	"\x05funds\x18\x01 \x01(\x04H\x00R\x05funds\x88\x01\x01B\b\n" +
+	"\x06_funds\">\n" +
 	"\fFundsRequest\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"%\n" +
@@ -3598,6 +3600,7 @@ func file_tblimit_v1_tblimit_proto_init() {
 		return
 	}
 	file_tblimit_v1_tblimit_proto_msgTypes[9].OneofWrappers = []any{}
+	file_tblimit_v1_tblimit_proto_msgTypes[11].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[35].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[38].OneofWrappers = []any{}
 	file_tblimit_v1_tblimit_proto_msgTypes[39].OneofWrappers = []any{}
