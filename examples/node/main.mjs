@@ -33,9 +33,11 @@ const definition = protoLoader.loadSync(path.join(here, "../../proto/tblimit/v1/
   // A message field the server left unset is null.
   defaults: true,
   // oneofs: true: a oneof gets a field naming its member that is set. The
-  // API's only oneofs are proto3 optional fields (User.funds, absent on a
-  // requests resource), which then carry _funds: "funds" when set; a
-  // present 0 reads "0" and an absent one undefined either way.
+  // API's only oneofs are proto3 optional fields, the funds of a User (absent
+  // on a requests resource) and of Pay's and Fund's answers (absent when the
+  // server could not read them): _funds: "funds" when set. A present 0
+  // reads "0", an absent one undefined, and defaults: true fills no default
+  // in for it.
   oneofs: true,
 });
 const v1 = grpc.loadPackageDefinition(definition).tblimit.v1;
@@ -78,6 +80,14 @@ async function refused(method, request, reason) {
   check(false, `${method} succeeded, want an error with reason ${reason}`);
 }
 
+// fundsAfter is the funds a Pay or Fund answered, or, when the server could
+// not read them (funds absent: the payment or fund stands all the same),
+// what Funds reads now. An absent number is not 0.
+async function fundsAfter(answer, resource, user) {
+  if (answer._funds === "funds") return answer.funds;
+  return (await call("Funds", { resource, user })).funds;
+}
+
 // whatToDo is what a payment service does about an error, by its reason
 // (docs/api.md#error-reasons lists them): messages are for people and may
 // change, reasons do not.
@@ -118,7 +128,7 @@ async function main() {
   const merchant = `merchant-${run}`;
   await call("AddUsers", { resource: "usd-day", users: [{ key: payer }, { key: merchant }] });
   const funded = await call("Fund", { resource: "usd-day", user: payer, amount: "500000", request_id: `fund-${run}` });
-  console.log(`funded ${payer}: ${funded.funds}`);
+  console.log(`funded ${payer}: ${await fundsAfter(funded, "usd-day", payer)}`);
 
   // 2. A decision: allowed, what remains, when to retry.
   const a = await call("Acquire", { resource: "api", user: payer });
@@ -137,10 +147,11 @@ async function main() {
   const first = await call("Pay", pay);
   const again = await call("Pay", pay);
   check(first.decision.allowed && again.decision.allowed, `Pay = ${JSON.stringify(first)}, again ${JSON.stringify(again)}`);
-  check(first.funds === "487500" && again.funds === "487500", `funds after the payment and its retry: ${first.funds}, ${again.funds}`);
+  const left = [await fundsAfter(first, "usd-day", payer), await fundsAfter(again, "usd-day", payer)];
+  check(left[0] === "487500" && left[1] === "487500", `funds after the payment and its retry: ${left}`);
   const m = await call("GetUser", { resource: "usd-day", user: merchant });
   check(m.user.funds === "12500", `the merchant holds ${m.user.funds}, want 12500: paid once`);
-  console.log(`paid 12500 once (sent twice): ${payer} holds ${again.funds}, ${merchant} ${m.user.funds}`);
+  console.log(`paid 12500 once (sent twice): ${payer} holds ${left[1]}, ${merchant} ${m.user.funds}`);
 
   // 4. Reservations: hold the most a call may use, commit what it used.
   const rv = await call("Reserve", { resource: "api", user: payer, amount: "3", request_id: `call-${run}` });

@@ -84,7 +84,7 @@ func TestProtoLoaderTraps(t *testing.T) {
 		`longs: without it, a limit of 2^53+1 reads {"low":1,"high":2097152,"unsigned":true}`,
 		`enums: without it, a denial's reason reads 2`,
 		`defaults: without it, a denial's allowed reads undefined and a zero reset_after {}`,
-		`oneofs: with it, funds of 0 read "0" with _funds "funds"`,
+		`oneofs: with it, a user's funds of 0 read "0" with _funds "funds"; a payment's funds left out read undefined`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("node traps.mjs printed no %q:\n%s", want, out)

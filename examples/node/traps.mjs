@@ -50,13 +50,13 @@ show("defaults",
   `without it, a denial's allowed reads ${p.allowed} and a zero reset_after ${JSON.stringify(p.resetAfter)}; ` +
     `with it, ${s.allowed} and ${JSON.stringify(s.reset_after)}`);
 
-// oneofs: User.funds is proto3 optional (a oneof of one), absent on a
-// requests resource.
-const user = (u) => safe.GetUser.responseDeserialize(safe.GetUser.responseSerialize({ user: u })).user;
-const broke = user({ key: "alice", limit: "5", funds: "0" });
-const none = user({ key: "alice", limit: "5" });
-show("oneofs", broke.funds === "0" && broke._funds === "funds" && none.funds === undefined && none._funds === undefined,
-  `with it, funds of 0 read ${JSON.stringify(broke.funds)} with _funds ${JSON.stringify(broke._funds)}; ` +
-    `no funds (a requests resource) read ${none.funds} with _funds ${none._funds}`);
+// oneofs: the funds of a User and of Pay's answer are proto3 optional (a
+// oneof of one): a User on a requests resource has none, nor has a Pay
+// whose funds the server could not read.
+const user = safe.GetUser.responseDeserialize(safe.GetUser.responseSerialize({ user: { key: "alice", limit: "5", funds: "0" } })).user;
+const paid = safe.Pay.responseDeserialize(safe.Pay.responseSerialize({ decision: { allowed: true } }));
+show("oneofs", user.funds === "0" && user._funds === "funds" && paid.funds === undefined && paid._funds === undefined,
+  `with it, a user's funds of 0 read ${JSON.stringify(user.funds)} with _funds ${JSON.stringify(user._funds)}; ` +
+    `a payment's funds left out read ${paid.funds} with _funds ${paid._funds}`);
 
 if (failed) process.exitCode = 1;
