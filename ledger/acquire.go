@@ -148,9 +148,9 @@ func (d Decision) ResetIn() time.Duration {
 	return d.ResetAfter
 }
 
-// first returns ds[0], or a zero Decision: the Decision of a call of one
-// part, or none beside its error.
-func first(ds []Decision) Decision {
+// soleDecision returns ds[0], or a zero Decision: the Decision of a call
+// of one part, or none beside its error.
+func soleDecision(ds []Decision) Decision {
 	if len(ds) == 0 {
 		return Decision{}
 	}
@@ -201,7 +201,7 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 		var ds []Decision
 		var o *op
 		ds, o, err = c.acquire(ctx, parts, true, codeAcquire, buf[:0])
-		d = first(ds)
+		d = soleDecision(ds)
 		c.freeOp(o) // d is a copy: nothing the caller has points into o
 	}
 	c.observe(start, parts, []Decision{d}, err)
@@ -272,7 +272,7 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 	t.UserData64 = req.Ref
 	o.hold(t, u)
 	ds, err := c.decide(ctx, o, parts)
-	d := first(ds)
+	d := soleDecision(ds)
 	hold := o.chain[o.firstHold()].ID
 	c.freeOp(o)
 	c.observe(start, parts, []Decision{d}, err)

@@ -46,7 +46,7 @@ type check struct {
 // exact.
 func (c *Client) Check(ctx context.Context, r Resource, req Request) (Decision, error) {
 	ds, err := c.CheckAll(ctx, []Part{{Resource: r, Request: req}})
-	return first(ds), err
+	return soleDecision(ds), err
 }
 
 // CheckAll checks every part (see Check) and returns one Decision per part,

@@ -50,8 +50,8 @@ type Client struct {
 	// The pipeline's own state: the Batcher's runner and the completion
 	// of a batch (which may overlap the next Send) each use their own
 	// part of it, and never the same field at once (see runner).
-	sent      [2]sentBatch // one in flight, one completing (see Send)
-	turn      int          // the next batch's
+	batches   [2]sentBatch // one in flight, one completing (see Send)
+	turn      int          // the next batch's, in batches
 	lastExact bool         // the last batch answered reads its accounts (see Quiet)
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch

@@ -75,8 +75,14 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 }
 
 // decide sends o, a chain of holds of holds' users, through the pipeline
-// and returns one Decision per hold. It is the one step every decision
-// path takes: a user of a lazy resource not seen provisioned is provisioned
+// and returns one Decision per hold. Every call that takes units and asks
+// the cluster takes this step (Acquire, AcquireAll, Reserve, Pay,
+// Authorize, Charge and a lease's renewal); calls answered without the
+// cluster (local and published denials, a lease's admissions, a Check a
+// view answers) do not, and those that only end holds or fund (Commit,
+// Cancel, Reset, a lease's give-back, Fund) and a Check that reads go
+// through submit alone, with no Decision to make. In decide, a user of a
+// lazy resource not seen provisioned is provisioned
 // in the same batch (see sight); a merged transfer the cluster refused is
 // sent again alone; a request whose ID was spent by an earlier attempt is
 // sent again as a new attempt under that ID (see reattempt); a lazy user found

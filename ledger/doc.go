@@ -37,7 +37,9 @@
 // reads every decision's accounts, for tools that report one decision.
 // Stats counts what a Client sends, the engine-independent cost.
 //
-// This package is the only one that talks to TigerBeetle. It works on any
+// This package (with its internal plumbing) is the only library package
+// that talks to TigerBeetle; the embedded engine and the test helpers
+// implement or drive tigerbeetle-go's Client. It works on any
 // tigerbeetle-go Client: a real cluster (Dial) or the embedded engine in
 // ledger/embedded (New). Most callers want the limiters in package recipes.
 package ledger
@@ -52,7 +54,8 @@ package ledger
 //     by its ID (reservationOf, reserve.go). The HTTP fields made of a Decision
 //     are written by rateLimitFields in package recipes (for a Result's
 //     policies, and for one Decision: DecisionFields).
-//   - What a TigerBeetle status means, in status.go only: classify (holds
+//   - What a TigerBeetle status means, in status.go only (package conn
+//     below folds exists into created, and nothing more): classify (holds
 //     of decisions, payments, funds), classifyEnd (posts and voids),
 //     accountMade, accountNew and accountExistsDifferently (accounts),
 //     classifyCredit, limitStepApplied and classifyCarry; a status none of

@@ -147,14 +147,14 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	// answer took.
 	asked := c.localNow()
 	ds, err := c.decide(ctx, o, []Part{h})
-	d := first(ds)
+	d := soleDecision(ds)
 	answered := func() bool { return err == nil && d.Reason != Unavailable }
 	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
 		o = &op{exact: c.exact}
 		o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
 		ds, err = c.decide(ctx, o, []Part{h})
-		d = first(ds)
+		d = soleDecision(ds)
 	}
 	u.lock()
 	defer u.mu.Unlock()

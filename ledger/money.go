@@ -105,7 +105,7 @@ func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool)
 	}
 	o.seen = seen
 	ds, err := c.decide(ctx, o, []Part{limit})
-	d := first(ds)
+	d := soleDecision(ds)
 	if err == nil && d.Allowed && o.earlier && !p.ID.IsZero() {
 		// An unnamed payment found applied is this call's own, resent
 		// (after an eviction, say): its transfers' IDs are new. A named one

@@ -201,7 +201,7 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 			o.retry = o.retry || o.checks != nil // read once quiet (see Quiet)
 		}
 	}
-	f := &c.sent[c.turn] // reused: one in flight, one completing
+	f := &c.batches[c.turn] // reused: one in flight, one completing
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
 	if f.b.sightings(ops); len(f.b.accounts) > 0 {
