@@ -197,12 +197,10 @@ func (c *Client) Acquire(ctx context.Context, r Resource, req Request) (Decision
 	if c.leases != nil && req.ID.IsZero() {
 		d, err = c.acquireLeased(ctx, r, req)
 	} else {
-		var buf [1]Decision // a local denial needs no allocation
-		var ds []Decision
-		var o *op
-		ds, o, err = c.acquire(ctx, parts, true, codeAcquire, buf[:0])
-		d = soleDecision(ds)
-		c.freeOp(o) // d is a copy: nothing the caller has points into o
+		var buf [1]Decision // the decision needs no allocation
+		var a answer
+		a, err = c.acquire(ctx, parts, true, codeAcquire, buf[:0])
+		d = soleDecision(a.ds)
 	}
 	c.observe(start, parts, []Decision{d}, err)
 	return d, err
@@ -260,8 +258,6 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 	u.lock()
 	known := u.v.complete()
 	u.mu.Unlock()
-	o := c.newOp()
-	o.exact, o.key = c.exact || !known, req.ID
 	t := newHold(r, u.id, req.Amount, tb.TransferFlags{BalancingDebit: true})
 	if !until.IsZero() {
 		t.Timeout = c.secondsUntil(uint64(until.UnixNano()), t.Timeout)
@@ -270,11 +266,10 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 		t.ID = req.ID.tb()
 	}
 	t.UserData64 = req.Ref
-	o.hold(t, u)
-	ds, err := c.decide(ctx, o, parts)
-	d := soleDecision(ds)
-	hold := o.chain[o.firstHold()].ID
-	c.freeOp(o)
+	steps := [1]step{{t: t, u: u, decide: true}}
+	var buf [1]Decision
+	a, err := c.decide(ctx, &opSpec{key: req.ID, exact: c.exact || !known}, steps[:], parts, buf[:0])
+	d, hold := soleDecision(a.ds), a.hold
 	c.observe(start, parts, []Decision{d}, err)
 	out := Charged{Decision: d, Taken: req.Amount}
 	if err != nil || d.Remaining > 0 {
@@ -355,9 +350,9 @@ func (c *Client) AcquireAll(ctx context.Context, parts []Part) ([]Decision, erro
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, _, err := c.acquire(ctx, parts, true, codeAcquire, nil)
-	c.observe(start, parts, ds, err)
-	return ds, err
+	a, err := c.acquire(ctx, parts, true, codeAcquire, nil)
+	c.observe(start, parts, a.ds, err)
+	return a.ds, err
 }
 
 // validChain checks the parts of a chain, and returns a copy of them with
@@ -379,14 +374,15 @@ func validChain(parts []Part) ([]Part, error) {
 // caller's attempt is denied without I/O when a user's view allows it;
 // merge says whether coalescing may merge a single part with others (not
 // for a Reservation, whose transfer is ended on its own); code is the
-// holds' (codeAcquire, or codeReserve for a Reservation's). The first part's
-// Request.ID names the whole request (see Request.ID). Decisions made
-// locally are appended to dst, whose room the caller may provide.
-func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uint16, dst []Decision) ([]Decision, *op, error) {
+// holds' (codeAcquire, or codeReserve for a Reservation's: a chain's
+// answer keeps the chain). The first part's Request.ID names the whole request
+// (see Request.ID). Decisions are appended to dst, whose room the caller
+// may provide.
+func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uint16, dst []Decision) (answer, error) {
 	// Parts are large: the loops take them by reference.
 	for i := 1; i < len(parts); i++ {
 		if !parts[i].Request.ID.IsZero() {
-			return nil, nil, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
+			return answer{}, fmt.Errorf("%w: only the first hold of a chain takes an ID, which names the whole chain", ErrInvalidID)
 		}
 	}
 	key := parts[0].Request.ID
@@ -396,7 +392,7 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 		us[i] = c.users.get(h.Resource, h.Request.User)
 		if h.Request.Limit != 0 {
 			if err := c.plan(ctx, us[i], h); err != nil {
-				return nil, nil, err
+				return answer{}, err
 			}
 		}
 	}
@@ -404,12 +400,15 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 	if key.IsZero() {
 		ds, denied, provisioned := c.denyLocally(parts, us, dst)
 		if denied {
-			return ds, nil, nil
+			return answer{ds: ds}, nil
 		}
 		seen = provisioned
 	}
-	o := c.newOp()
-	o.exact, o.key, o.seen = c.exact, key, seen
+	var one [1]step
+	steps := one[:]
+	if len(parts) > 1 {
+		steps = make([]step, len(parts))
+	}
 	for i := range parts {
 		h := &parts[i]
 		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})
@@ -418,12 +417,12 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 		case i == 0 && !key.IsZero():
 			t.ID = key.tb() // the first hold is named by the request's ID...
 		case i > 0:
-			t.UserData128 = o.chain[0].ID // ...and the others carry its name
+			t.UserData128 = steps[0].t.ID // ...and the others carry its name
 		}
 		t.UserData64 = h.Request.Ref
-		o.hold(t, us[i])
+		steps[i] = step{t: t, u: us[i], decide: true}
 	}
-	o.merge = merge && len(parts) == 1 && key.IsZero() && parts[0].Request.Ref == 0 && !c.exact
-	ds, err := c.decide(ctx, o, parts)
-	return ds, o, err
+	spec := opSpec{key: key, seen: seen, exact: c.exact, keep: code == codeReserve && len(parts) > 1,
+		merge: merge && len(parts) == 1 && key.IsZero() && parts[0].Request.Ref == 0 && !c.exact}
+	return c.decide(ctx, &spec, steps, parts, dst)
 }

@@ -72,22 +72,7 @@ func (c *Client) CheckAll(ctx context.Context, parts []Part) ([]Decision, error)
 	if ds, ok := c.checkLocally(checks); ok {
 		return ds, nil
 	}
-	o := c.newOp()
-	o.checks = checks
-	c.checking.Add(1)
-	defer c.checking.Add(-1)
-	for {
-		if err := c.submit(ctx, o); err != nil {
-			return c.unansweredChecks(len(checks), err)
-		}
-		if !o.retry {
-			o.answered = true
-			ds := o.ds
-			c.freeOp(o)
-			return ds, nil
-		}
-		o.reset() // sent while a batch was completing: again, once quiet
-	}
+	return c.sendChecks(ctx, checks)
 }
 
 // checkLocally answers checks from their users' views, if every view knows

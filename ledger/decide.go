@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -74,22 +75,90 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 	return failed, decided, false
 }
 
-// decide sends o, a chain of holds of holds' users, through the pipeline
-// and returns one Decision per hold. Every call that takes units and asks
-// the cluster takes this step (Acquire, AcquireAll, Reserve, Pay,
-// Authorize, Charge and a lease's renewal); calls answered without the
-// cluster (local and published denials, a lease's admissions, a Check a
-// view answers) do not, and those that only end holds or fund (Commit,
-// Cancel, Reset, a lease's give-back, Fund) and a Check that reads go
-// through submit alone, with no Decision to make. In decide, a user of a
-// lazy resource not seen provisioned is provisioned
-// in the same batch (see sight); a merged transfer the cluster refused is
-// sent again alone; a request whose ID was spent by an earlier attempt is
-// sent again as a new attempt under that ID (see reattempt); a lazy user found
-// missing all the same is provisioned and the chain sent again (once); an
-// unanswered call goes to the Client's OnUnavailable.
-func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, error) {
-	for provisioned, attempts := false, 0; ; attempts++ {
+// decide makes the op of spec and steps, a chain of holds of parts' users, sends it
+// through the pipeline and returns its answer: one Decision per hold,
+// appended to dst (whose room the caller may provide). Every call that
+// takes units and asks the cluster takes this step (Acquire, AcquireAll,
+// Reserve, Pay, Authorize, Charge and a lease's renewal); calls answered
+// without the cluster (local and published denials, a lease's admissions,
+// a Check a view answers) do not; those that only end holds or fund
+// (Commit, Cancel, Reset, a lease's give-back, Fund) go through send, and
+// a Check that reads through sendChecks.
+func (c *Client) decide(ctx context.Context, spec *opSpec, steps []step, parts []Part, dst []Decision) (answer, error) {
+	o := c.newOp(spec, steps)
+	ds, err := c.attempts(ctx, o, parts)
+	a := answer{ds: ds}
+	if len(ds) == 1 || dst != nil {
+		a.ds = append(dst, ds...) // ds may be o's own room, which o's next call reuses
+	}
+	if first := o.firstHold(); first >= 0 {
+		a.hold = o.chain[first].ID
+	}
+	if o.answered {
+		a.earlier, a.marked = o.earlier, o.marked
+	}
+	if spec.keep {
+		a.chain = slices.Clone(o.chain)
+		for _, e := range o.events {
+			if e.decide {
+				a.holds = append(a.holds, e.i)
+			}
+		}
+	}
+	c.freeOp(o)
+	return a, err
+}
+
+// send makes the op of spec and steps, a chain that ends holds or funds and decides
+// nothing, sends it through the pipeline and returns the chain's results.
+// With spec.retrySpent, a chain whose IDs an earlier attempt spent is sent
+// again as a new attempt (see reattempt).
+func (c *Client) send(ctx context.Context, spec *opSpec, steps []step) ([]tb.CreateTransferResult, error) {
+	o := c.newOp(spec, steps)
+	for attempt := 0; ; attempt++ {
+		if err := c.submit(ctx, o); err != nil {
+			return nil, err
+		}
+		if spec.retrySpent && spent(o.res) && attempt < maxAttempts {
+			if err := c.reattempt(ctx, o); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return o.res, nil // a slice of the batch's results: o is left to the collector
+	}
+}
+
+// sendChecks sends checks through the pipeline, which reads their users'
+// accounts once every earlier batch has completed (see answerChecks), and
+// returns one Decision per check.
+func (c *Client) sendChecks(ctx context.Context, checks []check) ([]Decision, error) {
+	o := c.newOp(&opSpec{checks: checks}, nil)
+	c.checking.Add(1)
+	defer c.checking.Add(-1)
+	for {
+		if err := c.submit(ctx, o); err != nil {
+			return c.unansweredChecks(len(checks), err)
+		}
+		if !o.retry {
+			o.answered = true
+			ds := o.ds
+			c.freeOp(o)
+			return ds, nil
+		}
+		o.reset() // sent while a batch was completing: again, once quiet
+	}
+}
+
+// attempts sends o until its answer decides it: a user of a lazy resource
+// not seen provisioned is provisioned in the same batch (see sight); a
+// merged transfer the cluster refused is sent again alone; a request whose
+// ID was spent by an earlier attempt is sent again as a new attempt under
+// that ID (see reattempt); a lazy user found missing all the same is
+// provisioned and the chain sent again (once); an unanswered call goes to
+// the Client's OnUnavailable.
+func (c *Client) attempts(ctx context.Context, o *op, parts []Part) ([]Decision, error) {
+	for provisioned, n := false, 0; ; n++ {
 		if err := c.sight(ctx, o, parts); err != nil {
 			return c.unavailableDecisions(o, err) // its resource's check went unanswered, or failed
 		}
@@ -107,7 +176,7 @@ func (c *Client) decide(ctx context.Context, o *op, parts []Part) ([]Decision, e
 				return o.ds, err
 			}
 			return o.ds, c.exactRetryAfter(ctx, o)
-		case spent(o.decidingResults()) && attempts < maxAttempts:
+		case spent(o.decidingResults()) && n < maxAttempts:
 			if err := c.reattempt(ctx, o); err != nil {
 				return nil, err
 			}

@@ -28,7 +28,64 @@ import (
 // into one transfer. Leases (WithLeases) admit calls before they reach the
 // pipeline and send their renewals through it.
 
-// op is one call's work in the pipeline.
+// opSpec is what a call asks of the pipeline: the chain it sends and how
+// its answer is read. newOp makes the call's op from it, and the call gets
+// back an answer (see decide, send and sendChecks): nothing outside the
+// pipeline touches an op.
+//
+// The chain's steps go beside it, not in it: an op keeps a spec's slices,
+// so that a spec passed by address makes everything it points to escape,
+// and the one step of a common call stays on its caller's stack.
+type opSpec struct {
+	checks []check // a Check's parts: no chain, answered by reads (see answerChecks)
+	key    ID      // the caller's ID for the request (see Request.ID), or zero
+	// seen: every user of its holds was seen provisioned before it was
+	// sent: no sight.
+	seen    bool
+	exact   bool   // read the accounts of its holds before answering
+	payment bool   // a payment: never allowed open; its second event pays
+	merge   bool   // one hold without a caller's ID: coalescing may merge it
+	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
+	// explain, if set, says why transfer t of the deciding chain failed
+	// with out (unknown user or resource), in the caller's terms.
+	explain func(t *tb.Transfer, out outcome) error
+	// keep: the answer carries the chain as last sent, and where its
+	// deciding holds are in it.
+	keep bool
+	// retrySpent: send makes a new attempt when an earlier one spent the
+	// chain's IDs (a fund's; the IDs of ends of holds are derived from the
+	// hold, and must stay so).
+	retrySpent bool
+}
+
+// step is a transfer of a call's chain: a hold the caller wants a
+// Decision for (decide), or another transfer, which takes or ends a hold
+// of u if u is not nil.
+type step struct {
+	t      tb.Transfer
+	u      *user
+	decide bool
+}
+
+// answer is what the pipeline hands back for a call that decides, made
+// once when the call is done with the pipeline and shared with nothing:
+// its op goes back for reuse.
+type answer struct {
+	ds []Decision // one per deciding hold
+	// hold is the ID of the first deciding hold as last sent (zero if
+	// the call had none).
+	hold tb.Uint128
+	// Read only when the cluster answered (ds is not Unavailable's):
+	earlier bool // admitted by an earlier attempt under the request's ID (TigerBeetle answered exists)
+	marked  bool // the last attempt went under the ID's marker (see op.newAttempt)
+	// With opSpec.keep: the chain as last sent, and the index in it of
+	// each deciding hold.
+	chain []tb.Transfer
+	holds []int
+}
+
+// op is one call's work in the pipeline: what it asked (made by newOp),
+// its chain as sent, and the answer the runner gives it.
 type op struct {
 	// Room for the common case, one hold, without allocating.
 	chain1  [1]tb.Transfer
@@ -39,18 +96,16 @@ type op struct {
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	sights  []sight   // users its holds provision first (see sight), if any
 	sights1 [1]sight
-	seen    bool            // every user of its holds was seen provisioned before it was sent: no sight
-	checks  []check         // a Check's parts: no chain, answered by reads (see answerChecks)
-	key     ID              // the caller's ID for the request (see Request.ID), or zero
+	seen    bool            // see opSpec
+	checks  []check         // see opSpec
+	key     ID              // see opSpec
 	ctx     context.Context // the caller's, for a RequestObserver (see withCalls)
 	marked  bool            // the chain starts with key's marker (a later attempt under key)
-	payment bool            // a payment: never allowed open; its second event pays
-	// explain, if set, says why transfer t of the deciding chain failed
-	// with out (unknown user or resource), in the caller's terms.
+	payment bool            // see opSpec
 	explain func(t *tb.Transfer, out outcome) error
-	merge   bool   // one hold without a caller's ID: coalescing may merge it
-	exact   bool   // read the accounts of its holds before answering
-	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
+	merge   bool   // see opSpec; cleared when the op must go alone
+	exact   bool   // see opSpec
+	spare   uint64 // see opSpec
 
 	// The answer.
 	res     []tb.CreateTransferResult // one per transfer of chain
@@ -68,15 +123,28 @@ type op struct {
 	answered bool
 }
 
-// newOp returns an empty op, reused if one is free. An op is large (room
-// for a transfer, its event and its decision) and every decision that is
-// sent needs one: reusing them spares an allocation per decision and the
+// newOp returns the op of the call that spec and steps (its chain, in
+// order) describe: the one place an op is made. An op is large (room for a transfer, its event and its
+// decision) and every decision that is sent needs one: a free one is
+// reused (see freeOp), which spares an allocation per decision and the
 // garbage collector's work on it.
-func (c *Client) newOp() *op {
-	if o, _ := c.ops.Get().(*op); o != nil {
-		return o
+func (c *Client) newOp(spec *opSpec, steps []step) *op {
+	o, _ := c.ops.Get().(*op)
+	if o == nil {
+		o = new(op)
 	}
-	return new(op)
+	o.checks, o.key, o.seen, o.exact = spec.checks, spec.key, spec.seen, spec.exact
+	o.payment, o.merge, o.spare, o.explain = spec.payment, spec.merge, spec.spare, spec.explain
+	if len(steps) > 0 {
+		o.chain, o.events = o.chain1[:0], o.events1[:0]
+	}
+	for _, st := range steps {
+		if st.u != nil {
+			o.events = append(o.events, opEvent{i: len(o.chain), u: st.u, decide: st.decide})
+		}
+		o.chain = append(o.chain, st.t)
+	}
+	return o
 }
 
 // freeOp makes o free for reuse if the pipeline is done with it (an op
@@ -115,27 +183,6 @@ func (o *op) deciding() iter.Seq2[int, opEvent] {
 			k++
 		}
 	}
-}
-
-// hold adds a hold to o that the caller wants a decision for.
-func (o *op) hold(t tb.Transfer, u *user) {
-	if o.chain == nil {
-		o.chain, o.events = o.chain1[:0], o.events1[:0]
-	}
-	o.events = append(o.events, opEvent{i: len(o.chain), u: u, decide: true})
-	o.chain = append(o.chain, t)
-}
-
-// add adds a transfer to o; u, if not nil, is the user whose hold it takes
-// or ends (without a decision).
-func (o *op) add(t tb.Transfer, u *user) {
-	if o.chain == nil {
-		o.chain, o.events = o.chain1[:0], o.events1[:0]
-	}
-	if u != nil {
-		o.events = append(o.events, opEvent{i: len(o.chain), u: u})
-	}
-	o.chain = append(o.chain, t)
 }
 
 // submit sends o through the pipeline and waits for its answer, or for
