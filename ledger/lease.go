@@ -272,15 +272,6 @@ func regrant(t tb.Transfer, used uint64, void, keep ID, code uint16) []tb.Transf
 	return []tb.Transfer{end, kept}
 }
 
-// regranted reports whether next holds again units of the hold that void
-// voided, as the chain of regrant does: the void is linked, and next is a
-// hold, the next event of the same batch. History and Audit fold such a
-// pair into one admission.
-func regranted(void, next tb.Transfer) bool {
-	vf := void.TransferFlags()
-	return vf.VoidPendingTransfer && vf.Linked && next.TransferFlags().Pending && next.Timestamp == void.Timestamp+1
-}
-
 // scheduleEnd gives a lease's unused units back when its lifetime ends, if
 // no newer lease replaced it by then.
 func (c *Client) scheduleEnd(u *user, id tb.Uint128) {

@@ -267,17 +267,6 @@ func (c *Client) samePayment(ctx context.Context, r Resource, p Payment) error {
 	return nil
 }
 
-// paymentDenied reports whether o's payment itself failed for want of
-// funds.
-func (o *op) paymentDenied() bool {
-	for i, t := range o.chain {
-		if t.Code == codePayment {
-			return classify(o.res[i].Status) == outDenied
-		}
-	}
-	return false
-}
-
 // MaxSupply is the most of a currency that Fund lets exist in all (the
 // currency operator's posted debits): so that no balance can outgrow the
 // 64 bits an amount has here, however payments gather it.

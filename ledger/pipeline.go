@@ -458,6 +458,17 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 	return r.decision(true, Admitted, id, at)
 }
 
+// paymentDenied reports whether o's payment itself failed for want of
+// funds.
+func (o *op) paymentDenied() bool {
+	for i, t := range o.chain {
+		if t.Code == codePayment {
+			return classify(o.res[i].Status) == outDenied
+		}
+	}
+	return false
+}
+
 // noteUse counts a decision of u and queues u for a read when its view is
 // due one. u.mu is held.
 func (c *Client) noteUse(u *user, now int64) {
