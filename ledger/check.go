@@ -82,7 +82,7 @@ func (c *Client) checkLocally(checks []check) ([]Decision, bool) {
 	var ds []Decision
 	for _, ch := range checks {
 		ch.u.mu.Lock() // not lock: a check changes nothing
-		ok := ch.u.v.complete() && (ch.plan == 0 || ch.u.v.limit == ch.plan)
+		ok := ch.u.v.complete() && (ch.plan == 0 || ch.u.v.currentLimit() == ch.plan)
 		if ok {
 			ds = append(ds, ch.u.v.verdict(ch.amount, t, true))
 		}
@@ -156,12 +156,12 @@ func (c *Client) answerChecks(ops []*op) {
 func (c *Client) answerCheck(ch check, t uint64) (Decision, error) {
 	ch.u.mu.Lock()
 	defer ch.u.mu.Unlock()
-	if ch.u.v.limitKnown {
+	if ch.u.v.isLimitKnown() {
 		return ch.u.v.verdict(ch.amount, t, true), nil
 	}
 	if !ch.u.res.Lazy {
 		return Decision{}, &UnknownUserError{Resource: ch.u.res, User: ch.u.key}
 	}
-	fresh := view{limit: cmp.Or(ch.plan, ch.u.res.DefaultLimit), limitKnown: true, window: uint64(ch.u.res.Window)}
+	fresh := newView(cmp.Or(ch.plan, ch.u.res.DefaultLimit), uint64(ch.u.res.Window), 0, true)
 	return fresh.verdict(ch.amount, t, true), nil
 }

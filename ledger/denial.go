@@ -116,15 +116,11 @@ type denial struct {
 // could not serve it. u.mu is held.
 func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 	u.withdraw()
-	v := &u.v
-	until := v.next
-	if v.unknown > 0 {
-		until = min(until, v.unknownEnd)
-	}
+	until, untilLocal := u.v.deniedUntil()
 	if until <= t {
 		return
 	}
-	dn := &denial{amount: amount, report: v.denialReport(amount, t), until: until, untilLocal: v.checked + int64(recheck)}
+	dn := &denial{amount: amount, report: u.v.denialReport(amount, t), until: until, untilLocal: untilLocal}
 	if leased {
 		if u.lease.asked == nil {
 			u.lease.asked = new(counter) // once per user: denials come and go

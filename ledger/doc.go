@@ -72,12 +72,15 @@ package ledger
 //     runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
-//   - The view stays in this package, not in a package of its own: the
-//     pipeline, provisioning and leases read and write its fields under
-//     the user's mutex (its limit, whether it is stale or queued for a
-//     read), and its hot fields share the user's first cache lines with
-//     that bookkeeping (see view); a package boundary would export them
-//     all or split the struct.
+//   - The view's arithmetic (its limit, holds, unknown units, and what
+//     they report) is read and written through its methods only, in
+//     view.go; the pipeline keeps its own bookkeeping in the view's
+//     remaining fields (provisioned, queued for a read or a scan, uses,
+//     when last read), under the user's mutex. The view stays in this
+//     package, not in a package of its own: its hot fields share the
+//     user's first cache lines with that bookkeeping (see view, and the
+//     layout test in users_test.go), which a package boundary would
+//     export or split.
 //   - Code that looks repeated and stays so: Stats repeats conn.Stats
 //     field for field, because the public type documents each count for
 //     callers and an alias or an embedded field would show them a type of

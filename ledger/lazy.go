@@ -197,10 +197,10 @@ func (c *Client) learnSights(o *op, now int64) {
 		switch {
 		case accountNew(s.accounts) && cr == creditNow:
 			v.knowLimit(s.limit, now)
-		case cr == creditNow && !v.limitKnown:
+		case cr == creditNow:
 			// Credited with this limit, now or before: the limit it was
 			// given, until a read says whether it changed since.
-			v.limit = s.limit
+			v.assumeLimit(s.limit)
 		}
 		s.u.mu.Unlock()
 	}

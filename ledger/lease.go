@@ -195,7 +195,7 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([
 	}
 	maxUnits := cfg.MaxUnits
 	if maxUnits == 0 {
-		maxUnits = max(u.v.limit/10, 1)
+		maxUnits = max(u.v.currentLimit()/10, 1)
 	}
 	size = min(size, maxUnits)
 	var chain []step

@@ -479,7 +479,7 @@ func (c *Client) noteUse(u *user, now int64) {
 	if u.v.queued {
 		return
 	}
-	due := u.v.stale || !u.v.limitKnown || u.v.unknown > 0
+	due := !u.v.complete()
 	if !due && u.v.uses >= 2 {
 		due = now-u.v.readLocal >= int64(refreshEvery)
 	}

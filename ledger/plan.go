@@ -38,7 +38,7 @@ func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 			u.mu.Unlock()
 			return nil
 		}
-		known := u.v.limitKnown
+		known := u.v.isLimitKnown()
 		u.withdraw() // the limit changes
 		ch := make(chan struct{})
 		u.rarely().planning = ch
@@ -81,7 +81,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Part, known bool) error
 
 // hasLimit says whether this Client knows u's limit to be limit. u.mu is
 // held.
-func (u *user) hasLimit(limit uint64) bool { return u.v.limitKnown && u.v.limit == limit }
+func (u *user) hasLimit(limit uint64) bool { return u.v.isLimitKnown() && u.v.currentLimit() == limit }
 
 // uncreditedAccount reports whether a user's account was never credited
 // nor debited: created by a provisioning whose credit has not landed yet

@@ -247,7 +247,7 @@ func (c *Client) limitsOfDenied(ctx context.Context, o *op) error {
 			continue
 		}
 		e.u.lock()
-		known := e.u.v.limitKnown
+		known := e.u.v.isLimitKnown()
 		e.u.mu.Unlock()
 		if known {
 			continue

@@ -149,7 +149,7 @@ func (us *users) get(r Resource, key string) *user {
 		us.uncache(i)
 	}
 	u = &user{key: key, id: id, res: r}
-	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
+	u.v = newView(r.DefaultLimit, uint64(r.Window), uint64(us.lag), false)
 	s.m[k] = u
 	if fill {
 		slot.Store(u)

@@ -74,6 +74,41 @@ const recheck = time.Second
 // denial or a read that close after a hold's instant may still count it.
 const returnLag = time.Second
 
+// newView is the view of a user of a resource whose window is window (ns),
+// on a cluster that may free a returned hold lag late (ns): its limit is
+// limit, known for sure or assumed (the resource's default, until a read).
+func newView(limit, window, lag uint64, known bool) view {
+	return view{limit: limit, limitKnown: known, window: window, lag: lag}
+}
+
+// currentLimit is the user's limit as far as the view knows (see
+// isLimitKnown).
+func (v *view) currentLimit() uint64 { return v.limit }
+
+// isLimitKnown reports whether the limit was read, or set by this Client,
+// rather than assumed.
+func (v *view) isLimitKnown() bool { return v.limitKnown }
+
+// assumeLimit takes limit for the user's limit unless the view knows it:
+// a credit of limit was seen, which a later SetLimit may have changed.
+func (v *view) assumeLimit(limit uint64) {
+	if !v.limitKnown {
+		v.limit = limit
+	}
+}
+
+// deniedUntil says how long a denial the view decided now holds as it
+// is: while the cluster's clock is before until (no hold, known or
+// unknown, returns before it) and this Client's before untilLocal (the
+// view denies on its word until then).
+func (v *view) deniedUntil() (until uint64, untilLocal int64) {
+	until = v.next
+	if v.unknown > 0 {
+		until = min(until, v.unknownEnd)
+	}
+	return until, v.checked + int64(recheck)
+}
+
 // prune drops the holds that have returned at t.
 func (v *view) prune(t uint64) {
 	if t >= v.next {

@@ -9,15 +9,15 @@ import (
 
 const sec = uint64(time.Second)
 
-// newView is a complete view of a fresh account: limit 10, window 10s.
-func newView(lag time.Duration) view {
+// testView is a complete view of a fresh account: limit 10, window 10s.
+func testView(lag time.Duration) view {
 	return view{window: 10 * sec, lag: uint64(lag), limit: 10, limitKnown: true}
 }
 
 func id(n byte) ID { return ID{n} }
 
 func TestViewCountsItsOwnHolds(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 3, 10*sec)
 	v.took(id(2), 4, 12*sec)
 	v.took(id(2), 4, 12*sec) // a retry of an applied attempt: the same hold
@@ -53,7 +53,7 @@ func TestViewCountsItsOwnHolds(t *testing.T) {
 // (a shorter re-hold) goes in its place, and the echo of a hold known
 // already is not counted again, even behind later holds.
 func TestViewHoldsOutOfOrder(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 1, 10*sec)
 	v.took(id(2), 2, 12*sec)
 	v.took(id(3), 3, 11*sec) // returns before the last one
@@ -73,7 +73,7 @@ func TestViewHoldsOutOfOrder(t *testing.T) {
 	if v.held != 4 {
 		t.Errorf("held %d, want 4", v.held)
 	}
-	v = newView(0)
+	v = testView(0)
 	v.took(id(1), 1, 10*sec)
 	v.took(id(2), 2, 12*sec)
 	v.took(id(3), 3, 11*sec)
@@ -89,7 +89,7 @@ func TestViewHoldsOutOfOrder(t *testing.T) {
 // TestViewKnowsItsLastReturn: whatever changes the holds, the view's
 // record of when the last one returns (which ResetAfter says) stays true.
 func TestViewKnowsItsLastReturn(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	check := func(step string, want time.Duration) {
 		t.Helper()
 		top := uint64(0)
@@ -126,7 +126,7 @@ func TestViewKnowsItsLastReturn(t *testing.T) {
 }
 
 func TestViewEndedHolds(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 3, 10*sec)
 	v.took(id(2), 4, 10*sec)
 	v.ended(id(1), 0) // voided: back at once
@@ -151,7 +151,7 @@ func TestViewEndedHolds(t *testing.T) {
 // A user is denied locally only after the cluster confirmed a denial the
 // view predicted, for at most recheck, and only while nothing returned.
 func TestViewDeniesLocallyOnlyWhenConfirmed(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 10, 10*sec)
 	now := int64(1000)
 	if v.deny(1, sec, now) {
@@ -172,7 +172,7 @@ func TestViewDeniesLocallyOnlyWhenConfirmed(t *testing.T) {
 // A denial the view did not predict means units it does not know of: the
 // view is stale (no local denials) and counts them as unknown until a read.
 func TestViewUnpredictedDenial(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 2, 10*sec)
 	v.denied(1, sec, 1) // the view says 8 available
 	if !v.stale || v.complete() {
@@ -208,14 +208,14 @@ func TestViewUnpredictedDenial(t *testing.T) {
 // On a cluster that frees returned holds late, a denial just after a hold
 // returned does not make the view stale.
 func TestViewReturnLag(t *testing.T) {
-	v := newView(returnLag)
+	v := testView(returnLag)
 	v.took(id(1), 10, 10*sec)
 	v.denied(1, 10*sec+sec/10, 1)
 	if v.stale || v.checked != 0 {
 		t.Fatalf("a denial 100ms after the return: stale %v, checked %d; want neither", v.stale, v.checked)
 	}
 	// A read that close to the return may still count the hold.
-	v = newView(returnLag)
+	v = testView(returnLag)
 	v.took(id(1), 4, 10*sec)
 	v.read(10, 4, 10*sec+sec/10, 0)
 	if v.stale || v.unknown != 0 {
@@ -234,7 +234,7 @@ func TestViewReads(t *testing.T) {
 		{"others hold 2", 9, false, 2, 1},
 		{"one of ours ended elsewhere", 3, true, 0, 3},
 	} {
-		v := newView(0)
+		v := testView(0)
 		v.took(id(1), 3, 10*sec)
 		v.took(id(2), 4, 12*sec)
 		v.read(10, tc.pending, sec, 0)
@@ -253,7 +253,7 @@ func TestViewReads(t *testing.T) {
 // Units that came back or a limit raised elsewhere show as an admission the
 // view did not predict.
 func TestViewUnpredictedAdmission(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.took(id(1), 10, 10*sec)
 	v.admitted(1, sec)
 	if !v.stale {
@@ -263,7 +263,7 @@ func TestViewUnpredictedAdmission(t *testing.T) {
 
 // A scan makes the view complete, with every hold's return known.
 func TestViewScanned(t *testing.T) {
-	v := newView(0)
+	v := testView(0)
 	v.denied(1, sec, 1) // unknown units
 	v.scanned([]flight{{id: id(5), amount: 6, expires: 5 * sec}, {id: id(6), amount: 4, expires: 3 * sec}}, sec)
 	if !v.complete() || v.available(sec) != 0 || localDenial(&v, 4, sec).RetryAfter != 2*time.Second || localDenial(&v, 5, sec).RetryAfter != 4*time.Second {
@@ -341,7 +341,7 @@ func TestViewMergedHoldsGoStale(t *testing.T) {
 // returning at 10 s and 6 at 12 s, and whose denial the cluster confirmed
 // at local time now.
 func drained(now int64) *user {
-	u := &user{v: newView(0)}
+	u := &user{v: testView(0)}
 	u.v.took(id(1), 4, 10*sec)
 	u.v.took(id(2), 6, 12*sec)
 	u.v.checked = now
