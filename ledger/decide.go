@@ -172,6 +172,9 @@ func (c *Client) attempts(ctx context.Context, o *op, parts []Part) ([]Decision,
 			continue
 		case o.ds != nil:
 			o.answered = true
+			if o.local || len(o.ds) == 0 || o.ds[0].Allowed {
+				return o.ds, nil // nothing to read again: see limitsOfDenied and exactRetryAfter
+			}
 			if err := c.limitsOfDenied(ctx, o); err != nil {
 				return o.ds, err
 			}

@@ -242,7 +242,9 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	if settled {
 		c.readBack()
 		c.scanBack()
-		c.answerChecks(ops)
+		if c.checking.Load() > 0 { // every op with checks is counted there
+			c.answerChecks(ops)
+		}
 	} else {
 		for _, o := range ops {
 			o.retry = o.retry || o.checks != nil // read once quiet (see Quiet)
@@ -361,7 +363,9 @@ func (c *Client) nows() (int64, uint64) {
 // settle reads the answer to o's chain: every hold and end of a hold
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
-	c.learnSights(o, now)
+	if len(o.sights) > 0 {
+		c.learnSights(o, now)
+	}
 	failed, decided, earlier := chainOutcome(o.decidingResults())
 	o.earlier = earlier
 	if decided {
@@ -554,7 +558,9 @@ func (c *Client) build(ops []*op, b *batch) {
 			}
 			continue
 		}
-		b.credit(o)
+		if len(o.sights) > 0 {
+			b.credit(o)
+		}
 		b.add(o)
 	}
 }
