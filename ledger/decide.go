@@ -75,9 +75,9 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 	return failed, decided, false
 }
 
-// decide makes the op of spec and steps, a chain of holds of parts' users, sends it
-// through the pipeline and returns its answer: one Decision per hold,
-// appended to dst (whose room the caller may provide). Every call that
+// decide makes the op of spec and steps, a chain of holds of parts'
+// users, sends it through the pipeline and returns its answer: one
+// Decision per hold, appended to dst (whose room the caller may provide). Every call that
 // takes units and asks the cluster takes this step (Acquire, AcquireAll,
 // Reserve, Pay, Authorize, Charge and a lease's renewal); calls answered
 // without the cluster (local and published denials, a lease's admissions,
@@ -109,8 +109,9 @@ func (c *Client) decide(ctx context.Context, spec *opSpec, steps []step, parts [
 	return a, err
 }
 
-// send makes the op of spec and steps, a chain that ends holds or funds and decides
-// nothing, sends it through the pipeline and returns the chain's results.
+// send makes the op of spec and steps, a chain that ends holds or funds
+// and decides nothing, sends it through the pipeline and returns the
+// chain's results.
 // With spec.retrySpent, a chain whose IDs an earlier attempt spent is sent
 // again as a new attempt (see reattempt).
 func (c *Client) send(ctx context.Context, spec *opSpec, steps []step) ([]tb.CreateTransferResult, error) {

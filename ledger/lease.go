@@ -153,7 +153,8 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, chain []step, siz
 	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
 		spec.spare = 0
-		a, err = c.decide(ctx, &spec, []step{{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true}}, []Part{h}, nil)
+		exactly := []step{{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true}}
+		a, err = c.decide(ctx, &spec, exactly, []Part{h}, nil)
 		d = soleDecision(a.ds)
 	}
 	u.lock()

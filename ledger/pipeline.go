@@ -33,9 +33,10 @@ import (
 // back an answer (see decide, send and sendChecks): nothing outside the
 // pipeline touches an op.
 //
-// The chain's steps go beside it, not in it: an op keeps a spec's slices,
-// so that a spec passed by address makes everything it points to escape,
-// and the one step of a common call stays on its caller's stack.
+// The chain's steps go beside the spec, not in it: newOp keeps some of a
+// spec's pointers (checks, explain), so escape analysis sends everything a
+// spec points to to the heap; passed apart, the one step of a common call
+// stays on its caller's stack.
 type opSpec struct {
 	checks []check // a Check's parts: no chain, answered by reads (see answerChecks)
 	key    ID      // the caller's ID for the request (see Request.ID), or zero
@@ -124,10 +125,10 @@ type op struct {
 }
 
 // newOp returns the op of the call that spec and steps (its chain, in
-// order) describe: the one place an op is made. An op is large (room for a transfer, its event and its
-// decision) and every decision that is sent needs one: a free one is
-// reused (see freeOp), which spares an allocation per decision and the
-// garbage collector's work on it.
+// order) describe: the one place an op is made. An op is large (room for a
+// transfer, its event and its decision) and every decision that is sent
+// needs one: a free one is reused (see freeOp), which spares an allocation
+// per decision and the garbage collector's work on it.
 func (c *Client) newOp(spec *opSpec, steps []step) *op {
 	o, _ := c.ops.Get().(*op)
 	if o == nil {
