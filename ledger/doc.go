@@ -60,6 +60,17 @@ package ledger
 //     accountMade, accountNew and accountExistsDifferently (accounts),
 //     classifyCredit, limitStepApplied and classifyCarry; a status none of
 //     them expects becomes a StatusError there.
+//   - What a call asks and gets: Request, Part, Decision and Reason in
+//     decision.go; the calls in acquire.go, check.go, money.go, reserve.go,
+//     lease.go, reset.go. A call asks the pipeline through one of three
+//     entry points in decide.go: decide (holds to decide: it returns an
+//     answer, its Decisions and, when asked, its chain), send (ends of
+//     holds and funds: their results) or sendChecks. It describes its work
+//     with an opSpec and the steps of its chain, and newOp (pipeline.go) is
+//     the one place an op is made; nothing outside the pipeline reads or
+//     writes an op (the pipeline: pipeline.go, decide.go, markers.go,
+//     lazy.go, coalesce.go, unavailable.go, the exact reads of refresh.go,
+//     answerChecks in check.go, withCalls in observe.go).
 //   - A decision's way: decide.go (the retry loop), markers.go (request
 //     IDs), lazy.go (users provisioned by their first decisions, in the
 //     pipeline: one create_accounts per batch ahead of its create, which
