@@ -89,7 +89,7 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 	// What a charge takes depends on what remained: a view that does not
 	// know it reads the account after the charge, to answer Remaining.
 	u.lock()
-	known := u.v.complete()
+	known := u.v.Complete()
 	u.mu.Unlock()
 	t := newHold(r, u.id, req.Amount, tb.TransferFlags{BalancingDebit: true})
 	if !until.IsZero() {

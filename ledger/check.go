@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // Checks: whether units are available, taking nothing (Envoy's hits_addend
@@ -82,9 +84,9 @@ func (c *Client) checkLocally(checks []check) ([]Decision, bool) {
 	var ds []Decision
 	for _, ch := range checks {
 		ch.u.mu.Lock() // not lock: a check changes nothing
-		ok := ch.u.v.complete() && (ch.plan == 0 || ch.u.v.currentLimit() == ch.plan)
+		ok := ch.u.v.Complete() && (ch.plan == 0 || ch.u.v.Limit() == ch.plan)
 		if ok {
-			ds = append(ds, ch.u.v.verdict(ch.amount, t, true))
+			ds = append(ds, verdict(&ch.u.v, ch.amount, t, true))
 		}
 		ch.u.mu.Unlock()
 		if !ok {
@@ -156,12 +158,12 @@ func (c *Client) answerChecks(ops []*op) {
 func (c *Client) answerCheck(ch check, t uint64) (Decision, error) {
 	ch.u.mu.Lock()
 	defer ch.u.mu.Unlock()
-	if ch.u.v.isLimitKnown() {
-		return ch.u.v.verdict(ch.amount, t, true), nil
+	if ch.u.v.LimitKnown() {
+		return verdict(&ch.u.v, ch.amount, t, true), nil
 	}
 	if !ch.u.res.Lazy {
 		return Decision{}, &UnknownUserError{Resource: ch.u.res, User: ch.u.key}
 	}
-	fresh := newView(cmp.Or(ch.plan, ch.u.res.DefaultLimit), uint64(ch.u.res.Window), 0, true)
-	return fresh.verdict(ch.amount, t, true), nil
+	fresh := view.New(cmp.Or(ch.plan, ch.u.res.DefaultLimit), uint64(ch.u.res.Window), 0, true)
+	return verdict(&fresh, ch.amount, t, true), nil
 }

@@ -12,6 +12,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // Client keeps limits in a TigerBeetle cluster, or in anything else that
@@ -159,7 +160,7 @@ func New(c tb.Client, opts ...Option) *Client {
 		o(cl)
 	}
 	if !cl.conn.InProcess() {
-		cl.users.lag = returnLag
+		cl.users.lag = view.ReturnLag
 	}
 	cl.pipe = conn.NewBatcher[*op](&runner{cl}, cl.conn.InProcess(), cl.gather, cl.maxWaiting)
 	return cl

@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // Request asks for Amount units of a resource for User.
@@ -177,4 +180,28 @@ func AttemptID(err error) (ID, bool) {
 type Part struct {
 	Resource Resource
 	Request  Request
+}
+
+// decisionOf is the Decision report r gives at cluster time t, from which
+// its durations count and which dates it unless r.Stamp does; id names the
+// request (see Decision.ID), zero when nothing does. Every Decision a view
+// describes is made here (see view.Report).
+func decisionOf(r view.Report, allowed bool, reason Reason, id ID, t uint64) Decision {
+	d := Decision{Allowed: allowed, Reason: reason, ID: id, Timestamp: cmp.Or(r.Stamp, t), Limit: r.Limit,
+		Remaining: r.Remaining, ResetAfter: r.ResetAfter(t)}
+	if reason == LimitExceeded {
+		d.RetryAfter = r.RetryAfter(t)
+	}
+	return d
+}
+
+// verdict is the Decision v gives amount units at t without taking them:
+// LimitExceeded when they do not fit, else Admitted, and Allowed if fits
+// says that units that fit are reported so (a Check), not when another
+// part of their chain was denied. The user's mutex is held.
+func verdict(v *view.View, amount, t uint64, fits bool) Decision {
+	if v.Available(t) < amount {
+		return localDenial(v, amount, t)
+	}
+	return decisionOf(v.Report(t), fits, Admitted, ID{}, t)
 }

@@ -46,13 +46,14 @@ package ledger
 
 // For a maintainer, where things are:
 //   - What a decision reports (Limit, Remaining, RetryAfter, ResetAfter):
-//     report in view.go, made by the view's methods; report.decision
-//     makes the Decision of every call that decides (sent, denied
-//     locally, leased, coalesced, paid, unanswered, checked). Two more
-//     are made from what is already known, with no view: a ChargeUntil
-//     whose until has passed (acquire.go) and a Reservation found again
-//     by its ID (reservationOf, reserve.go). The HTTP fields made of a Decision
-//     are written by rateLimitFields in package recipes (for a Result's
+//     a view.Report, made by the view's methods (package
+//     ledger/internal/view); decisionOf (decision.go) makes from one the
+//     Decision of every call that decides (sent, denied locally, leased,
+//     coalesced, paid, unanswered, checked). Two more are made from what
+//     is already known, with no view: a ChargeUntil whose until has
+//     passed (acquire.go) and a Reservation found again by its ID
+//     (reservationOf, reserve.go). The HTTP fields made of a Decision are
+//     written by rateLimitFields in package recipes (for a Result's
 //     policies, and for one Decision: DecisionFields).
 //   - What a TigerBeetle status means, in status.go only (package conn
 //     below folds exists into created, and nothing more): classify (holds
@@ -83,15 +84,14 @@ package ledger
 //     runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
-//   - The view's arithmetic (its limit, holds, unknown units, and what
-//     they report) is read and written through its methods only, in
-//     view.go; the pipeline keeps its own bookkeeping in the view's
-//     remaining fields (provisioned, queued for a read or a scan, uses,
-//     when last read), under the user's mutex. The view stays in this
-//     package, not in a package of its own: its hot fields share the
-//     user's first cache lines with that bookkeeping (see view, and the
-//     layout test in users_test.go), which a package boundary would
-//     export or split.
+//   - What a Client knows of a user without reading it (its view) is
+//     package ledger/internal/view: its arithmetic (the limit, holds,
+//     unknown units, and what they report) is unexported behind its
+//     methods, and its exported fields are the pipeline's bookkeeping of
+//     the user (provisioned, queued for a read or a scan, uses, when last
+//     read), kept beside its hot fields so that both share the user's
+//     first cache lines (view.HotBytes, checked by the layout tests of
+//     both packages). Every method requires the user's mutex.
 //   - Code that looks repeated and stays so: Stats repeats conn.Stats
 //     field for field, because the public type documents each count for
 //     callers and an alias or an embedded field would show them a type of

@@ -126,9 +126,9 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
 		l.used += amount
 		c.leaseAdmissions.Add(1)
-		return u.v.leaseReport(t, l.granted-l.used).decision(true, Admitted, fromTB(l.hold.ID), t), true
+		return decisionOf(u.v.LeaseReport(t, l.granted-l.used), true, Admitted, fromTB(l.hold.ID), t), true
 	}
-	if u.v.deny(amount, t, now) {
+	if u.v.Deny(amount, t, now) {
 		c.localDenials.add(1)
 		u.publishDenial(amount, t, now, true)
 		return localDenial(&u.v, amount, t), true
@@ -196,7 +196,7 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([
 	}
 	maxUnits := cfg.MaxUnits
 	if maxUnits == 0 {
-		maxUnits = max(u.v.currentLimit()/10, 1)
+		maxUnits = max(u.v.Limit()/10, 1)
 	}
 	size = min(size, maxUnits)
 	var chain []step
@@ -208,8 +208,8 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([
 		}
 	}
 	if size > req.Amount {
-		if u.v.complete() {
-			size = min(size, u.v.available(t)+back)
+		if u.v.Complete() {
+			size = min(size, u.v.Available(t)+back)
 		} else {
 			size = req.Amount
 		}

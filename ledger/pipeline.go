@@ -9,6 +9,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // The decision pipeline. Every call that takes, ends or pays (Acquire,
@@ -405,19 +406,19 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 		amount, _ := u64(t.Amount)
 		switch classify(s.Status) {
 		case outAdmitted:
-			u.v.provisioned = true
+			u.v.Provisioned = true
 			if flags.BalancingDebit {
 				// A charge (Client.Charge) took at most what remained:
 				// what the view knows remained, else it no longer knows.
-				amount = u.v.charged(amount, s.Timestamp)
+				amount = u.v.Charged(amount, s.Timestamp)
 			} else {
-				u.v.admitted(amount, s.Timestamp)
+				u.v.Admitted(amount, s.Timestamp)
 			}
-			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+			u.v.Took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 		case outDenied:
-			u.v.denied(amount, s.Timestamp, now)
-			if !u.v.complete() && !u.v.scanQueued && now-u.v.scanLocal >= int64(recheck) {
-				u.v.scanQueued = true // denied, and it does not know when units return
+			u.v.Denied(amount, s.Timestamp, now)
+			if !u.v.Complete() && !u.v.ScanQueued && now-u.v.ScanLocal >= int64(view.Recheck) {
+				u.v.ScanQueued = true // denied, and it does not know when units return
 				c.reads.scans.push(u)
 			}
 		}
@@ -431,7 +432,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 					kept = math.MaxUint64
 				}
 			}
-			u.v.ended(fromTB(t.PendingID), kept)
+			u.v.Ended(fromTB(t.PendingID), kept)
 		}
 	}
 }
@@ -450,17 +451,17 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 	}
 	switch {
 	case failed && o.payment && o.paymentDenied():
-		return v.report(at).decision(false, InsufficientFunds, id, at)
-	case failed && (classify(s.Status) == outDenied || amount > v.available(at)):
-		return v.denialReport(amount, at).decision(false, LimitExceeded, id, at)
+		return decisionOf(v.Report(at), false, InsufficientFunds, id, at)
+	case failed && (classify(s.Status) == outDenied || amount > v.Available(at)):
+		return decisionOf(v.DenialReport(amount, at), false, LimitExceeded, id, at)
 	case failed: // it would have fitted: another part of the chain failed
-		return v.report(at).decision(false, Admitted, id, at)
+		return decisionOf(v.Report(at), false, Admitted, id, at)
 	}
-	r := v.spareReport(at, o.spare)
+	r := v.SpareReport(at, o.spare)
 	if o.earlier {
-		r.stamp = o.earlierTS()
+		r.Stamp = o.earlierTS()
 	}
-	return r.decision(true, Admitted, id, at)
+	return decisionOf(r, true, Admitted, id, at)
 }
 
 // paymentDenied reports whether o's payment itself failed for want of
@@ -478,18 +479,18 @@ func (o *op) paymentDenied() bool {
 // due one. u.mu is held.
 func (c *Client) noteUse(u *user, now int64) {
 	c.reads.earn(1)
-	if u.v.uses < math.MaxUint16 { // only whether it passed 2 matters
-		u.v.uses++
+	if u.v.Uses < math.MaxUint16 { // only whether it passed 2 matters
+		u.v.Uses++
 	}
-	if u.v.queued {
+	if u.v.Queued {
 		return
 	}
-	due := !u.v.complete()
-	if !due && u.v.uses >= 2 {
-		due = now-u.v.readLocal >= int64(refreshEvery)
+	due := !u.v.Complete()
+	if !due && u.v.Uses >= 2 {
+		due = now-u.v.ReadLocal >= int64(refreshEvery)
 	}
 	if due {
-		u.v.queued = true
+		u.v.Queued = true
 		c.reads.users.push(u)
 	}
 }

@@ -1,6 +1,10 @@
 package ledger
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
+)
 
 // unavailableDecisions applies the Client's OnUnavailable to o, whose answer did
 // not come: one Decision per deciding hold, and the error to return.
@@ -34,5 +38,5 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // makes of it, but a payment is never made open. Nothing was learnt of the
 // user: it reports no numbers, and no Timestamp.
 func (c *Client) unanswered(id ID, payment bool) Decision {
-	return report{}.decision(c.unavailable == FailOpen && !payment, Unavailable, id, 0)
+	return decisionOf(view.Report{}, c.unavailable == FailOpen && !payment, Unavailable, id, 0)
 }
