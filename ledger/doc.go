@@ -70,18 +70,18 @@ package ledger
 //     with an opSpec and the steps of its chain, and newOp (pipeline.go) is
 //     the one place an op is made; nothing outside the pipeline reads or
 //     writes an op (the pipeline: pipeline.go, decide.go, markers.go,
-//     lazy.go, coalesce.go, unavailable.go, the exact reads of refresh.go,
-//     answerChecks in check.go, withCalls in observe.go).
-//   - A decision's way: decide.go (the retry loop), markers.go (request
+//     lazy.go, coalesce.go, the exact reads of refresh.go, answerChecks in
+//     check.go, withCalls in observe.go).
+//   - A decision's way: decide.go (the retry loop, and the Client's
+//     OnUnavailable for an answer that did not come), markers.go (request
 //     IDs), lazy.go (users provisioned by their first decisions, in the
 //     pipeline: one create_accounts per batch ahead of its create, which
 //     carries each new user's credit ahead of its hold), denial.go (denials
-//     without I/O), unavailable.go (no answer), pipeline.go (sending:
-//     the runner sends the next batch as soon as the last one's answer
-//     comes, and the last completes on a goroutine of its own while the
-//     next is in flight; reads that keep views true, exact decisions and
-//     coalescing ask for quiet, every batch completed first: see
-//     runner.Quiet).
+//     without I/O), pipeline.go (sending: the runner sends the next batch
+//     as soon as the last one's answer comes, and the last completes on a
+//     goroutine of its own while the next is in flight; reads that keep
+//     views true, exact decisions and coalescing ask for quiet, every
+//     batch completed first: see runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - What a Client knows of a user without reading it (its view) is
