@@ -237,7 +237,8 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 	}
 	for i := range parts {
 		h := &parts[i]
-		t := newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1})
+		steps[i] = step{t: newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1}), u: us[i], decide: true}
+		t := &steps[i].t // built in place: a transfer is large
 		t.Code = code
 		switch {
 		case i == 0 && !key.IsZero():
@@ -246,7 +247,6 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 			t.UserData128 = steps[0].t.ID // ...and the others carry its name
 		}
 		t.UserData64 = h.Request.Ref
-		steps[i] = step{t: t, u: us[i], decide: true}
 	}
 	spec := opSpec{key: key, seen: seen, exact: c.exact, keep: code == codeReserve && len(parts) > 1,
 		merge: merge && len(parts) == 1 && key.IsZero() && parts[0].Request.Ref == 0 && !c.exact}

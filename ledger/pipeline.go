@@ -140,7 +140,8 @@ func (c *Client) newOp(spec *opSpec, steps []step) *op {
 	if len(steps) > 0 {
 		o.chain, o.events = o.chain1[:0], o.events1[:0]
 	}
-	for _, st := range steps {
+	for i := range steps {
+		st := &steps[i] // steps are large: not copied
 		if st.u != nil {
 			o.events = append(o.events, opEvent{i: len(o.chain), u: st.u, decide: st.decide})
 		}
