@@ -55,6 +55,13 @@ func (g *GlobalOptions) openServer(opts ...ledger.Option) (*ledger.Client, func(
 	}
 	ls := tblimitv1.NewLedgerServiceClient(cc)
 	forward := func(ctx context.Context, op ledger.Operation, events []byte) ([]byte, error) {
+		// TigerBeetle's client has no context, so the forwarded Client
+		// calls with none; the call's deadline is --timeout's. Serve then
+		// answers UNAVAILABLE while the command still waits
+		// (service.AnswerBefore) when its cluster is slow, and a serve
+		// that never answers does not hold the call for ever.
+		ctx, cancel := context.WithTimeout(ctx, g.Timeout)
+		defer cancel()
 		if token != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 		}
