@@ -124,9 +124,6 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 			if err := cmdutil.FromEnv(cmd.Flags(), EnvFlags); err != nil {
 				return err
 			}
-			if f.Global.Server != "" {
-				return cmdutil.Usagef("--server is for the commands that act through a running serve: serve uses its cluster or data file itself")
-			}
 			if err := opts.validate(); err != nil {
 				return err
 			}
