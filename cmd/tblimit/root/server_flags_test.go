@@ -41,6 +41,13 @@ func TestServerFlagsAndEnvironment(t *testing.T) {
 		}
 	}
 
+	// A token never crosses the network in plain text.
+	t.Setenv(cmdutil.TokenEnv, "ops-secret")
+	if r := noData.code(cmdutil.ExitUsage, "--server", "10.0.0.5:8081", "resources", "list"); !strings.Contains(r.stderr, "give --server-ca or --server-tls") {
+		t.Errorf("a token to a remote --server in plain text: stderr %q, want a usage error asking for TLS", r.stderr)
+	}
+	t.Setenv(cmdutil.TokenEnv, "")
+
 	cfg := filepath.Join(t.TempDir(), "limits.yaml")
 	cmdtest.WriteFile(t, cfg, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
 	t.Setenv("TBLIMIT_SERVER", "127.0.0.1:1")

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -48,6 +49,9 @@ func (g *GlobalOptions) openServer(opts ...ledger.Option) (*ledger.Client, func(
 	token, err := g.token()
 	if err != nil {
 		return nil, nil, err
+	}
+	if token != "" && g.ServerCA == "" && !g.ServerTLS && !Loopback(g.Server) {
+		return nil, nil, Usagef("--server %s is not loopback: give --server-ca or --server-tls, or the token (admin on \"*\") would cross the network in plain text", g.Server)
 	}
 	cc, err := grpc.NewClient(g.Server, grpc.WithTransportCredentials(creds))
 	if err != nil {
@@ -121,4 +125,19 @@ func (g *GlobalOptions) serverError(err error) error {
 			"is it serving tblimit's API? start it with --api")
 	}
 	return fmt.Errorf("tblimit serve at %s: %s", g.Server, st.Message())
+}
+
+// Loopback reports whether addr (host:port) is on loopback only:
+// 127.0.0.1:x (any of 127/8), [::1]:x or localhost:x; not :x, 0.0.0.0:x,
+// [::]:x (every interface) or any other host.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
