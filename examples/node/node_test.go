@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,11 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
+
+	// The test runs a tblimit binary it builds, which go test's cache knows
+	// nothing of: linking the CLI into the test binary too makes a change to
+	// the server's code run the test again rather than report a cached pass.
+	_ "github.com/tblimit/tblimit/cmd/tblimit/root"
 )
 
 // The Node example, run against a tblimit serve --api of its own on the
@@ -26,7 +32,7 @@ import (
 // request IDs with a retry, reserves and commits, and switches on error
 // reasons. It needs node and npm (CI installs them); without them it skips.
 func TestNodeExample(t *testing.T) {
-	needNode(t)
+	example := install(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tblimit")
 	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/tblimit/tblimit/cmd/tblimit").CombinedOutput(); err != nil {
@@ -40,7 +46,7 @@ func TestNodeExample(t *testing.T) {
 	addr := startServe(t, bin, "--data", filepath.Join(dir, "data.journal"), "serve", "--api", "--api-tokens", tokens,
 		"--require-request-id", "--grpc-addr", "127.0.0.1:0", "--http-addr", "")
 
-	out := runNode(t, "main.mjs", "TBLIMIT_ADDR="+addr, "TBLIMIT_TOKEN=n0de-example", "TBLIMIT_RUN=test")
+	out := runNode(t, example, "main.mjs", "TBLIMIT_ADDR="+addr, "TBLIMIT_TOKEN=n0de-example", "TBLIMIT_RUN=test")
 	for _, want := range []string{
 		"acquire 5: allowed false (REASON_LIMIT_EXCEEDED)",
 		"paid 12500 once (sent twice)",
@@ -77,8 +83,7 @@ func TestNodeExample(t *testing.T) {
 // and what main.mjs's options give instead: traps.mjs shows each and fails
 // when one is not so.
 func TestProtoLoaderTraps(t *testing.T) {
-	needNode(t)
-	out := runNode(t, "traps.mjs")
+	out := runNode(t, install(t), "traps.mjs")
 	for _, want := range []string{
 		`keepCase: without it, Pay's request_id reaches the server as ""`,
 		`longs: without it, a limit of 2^53+1 reads {"low":1,"high":2097152,"unsigned":true}`,
@@ -92,9 +97,17 @@ func TestProtoLoaderTraps(t *testing.T) {
 	}
 }
 
-// needNode skips the test without node and npm on the PATH, and under
-// -short; otherwise it installs the example's packages (npm ci, once).
-func needNode(t *testing.T) {
+// install copies the example, and the .proto it loads, into a directory
+// of the test's own (their places relative to each other kept), installs
+// the packages package-lock.json pins there, and returns the example's
+// directory. It skips the test without node and npm on the PATH, under
+// -short, and when the npm registry is out of reach and npm's cache lacks
+// the packages.
+//
+// A copy rather than the example in place: the source tree is left as it
+// is, two runs do not share a node_modules, and go test's cache knows the
+// files the test reads, so that an edit of main.mjs runs the test again.
+func install(t *testing.T) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -104,41 +117,84 @@ func needNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the Node example installs packages and starts a server")
 	}
-	out, err := install()
+	root := t.TempDir()
+	dir := filepath.Join(root, "examples", "node")
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "node_modules":
+			return fs.SkipDir
+		case d.IsDir() || strings.HasSuffix(path, ".go"):
+			return nil
+		}
+		return copyFile(path, filepath.Join(dir, path))
+	})
 	if err == nil {
-		return
+		err = copyFile("../../proto/tblimit/v1/tblimit.proto", filepath.Join(root, "proto", "tblimit", "v1", "tblimit.proto"))
 	}
-	if m := registryOutOfReach.FindString(out); m != "" {
-		t.Skipf("npm ci: the npm registry is out of reach (%q) and npm's cache lacks the locked packages", m)
+	if err != nil {
+		t.Fatalf("copying the example: %v", err)
 	}
-	t.Fatalf("npm ci: %v\n%s", err, out)
+
+	// From npm's cache when it has the packages (--prefer-offline), so that
+	// a machine that installed them once needs no registry; without their
+	// install scripts, which the example needs none of.
+	cmd := exec.CommandContext(t.Context(), "npm", "ci", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if m := registryOutOfReach.Find(out); m != nil {
+			t.Skipf("npm ci: the npm registry is out of reach (%q) and npm's cache lacks the locked packages", m)
+		}
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+	return dir
 }
 
-// install runs npm ci in the example's directory, once for the package's
-// tests: the versions package-lock.json pins, from npm's cache when it has
-// them (--prefer-offline), so that a machine that installed them once needs
-// no registry.
-var install = sync.OnceValues(func() (string, error) {
-	out, err := exec.Command("npm", "ci", "--prefer-offline", "--no-audit", "--no-fund").CombinedOutput()
-	return string(out), err
-})
+// copyFile copies the file src to dst, making dst's directory.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
 
 // registryOutOfReach matches npm's report of a network failure (npm 9
 // writes "npm ERR!", later versions "npm error"); any other failure of npm
 // ci, a lock that does not match package.json say, fails the test.
 var registryOutOfReach = regexp.MustCompile(`npm (ERR!|error) (code (ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ENOTCACHED)|network .*)`)
 
-// runNode runs node on a script of the example with env added, and returns
-// its output; a failure fails the test.
-func runNode(t *testing.T, script string, env ...string) string {
+// runNode runs node on a script in dir with env added to the test's own
+// (less any TBLIMIT_ variables), and returns its output; a failure fails
+// the test.
+func runNode(t *testing.T, dir, script string, env ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), "node", script)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	cmd.Env = append(environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node %s: %v\n%s", script, err, out)
 	}
 	return string(out)
+}
+
+// environ is the test's environment less the TBLIMIT_ variables, which
+// would otherwise reach serve as flags ($TBLIMIT_ADDRESSES, say) and the
+// example as its address and token.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TBLIMIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // startServe starts bin with args, waits for its "serving" line and
@@ -148,6 +204,7 @@ func runNode(t *testing.T, script string, env ...string) string {
 func startServe(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = environ()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
