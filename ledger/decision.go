@@ -147,6 +147,46 @@ func (d Decision) ResetIn() time.Duration {
 	return d.ResetAfter
 }
 
+// The Decisions a caller above the ledger reports without asking a Client
+// (a rate limit service settling what its rules make of a request, a
+// client reading a remote service's answer) are made by the functions
+// below, so that what a Decision says, a denial above all, is decided in
+// this package only.
+
+// ExceedsLimit is the denial of an amount that a limit of limit units can
+// never admit (a limit of 0, or less than the amount), made without asking
+// the cluster: LimitExceeded, RetryAfter negative, and nothing known but
+// the limit.
+func ExceedsLimit(limit uint64) Decision {
+	return Decision{Reason: LimitExceeded, Limit: limit, RetryAfter: -1}
+}
+
+// NotAsked is the Decision of a part that was not asked because another
+// part of its request was refused: Undecided, with only its limit known.
+func NotAsked(limit uint64) Decision { return Decision{Limit: limit} }
+
+// Settled is the Decision of a part admitted without a decision of its
+// own, under a limit of limit units: a hold committed or a charge of
+// nothing, or a request sent again whose first answer admitted it. It is
+// Admitted, with only its limit known (Timestamp 0).
+func Settled(limit uint64) Decision { return Decision{Allowed: true, Reason: Admitted, Limit: limit} }
+
+// Answered is the Decision a remote rate limit service answered for amount
+// units: allowed is the request's verdict, refused whether this part
+// refused it (LimitExceeded, else Admitted), and limit, remaining and
+// resetIn (see ResetIn) are what the service said of it. A refusal's
+// RetryAfter is resetIn, or negative when amount exceeds the whole limit.
+func Answered(allowed, refused bool, amount, limit, remaining uint64, resetIn time.Duration) Decision {
+	d := Decision{Allowed: allowed, Reason: Admitted, Limit: limit, Remaining: remaining, ResetAfter: resetIn}
+	if refused {
+		d.Reason, d.RetryAfter = LimitExceeded, resetIn
+		if amount > limit {
+			d.RetryAfter = -1
+		}
+	}
+	return d
+}
+
 // soleDecision returns ds[0], or a zero Decision: the Decision of a call
 // of one part, or none beside its error.
 func soleDecision(ds []Decision) Decision {

@@ -25,12 +25,12 @@ func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
 
 // AllowN reports whether user key may transfer size bytes now, and takes
 // them if so.
-func (b *Bandwidth) AllowN(ctx context.Context, key string, size uint64) (Decision, error) {
+func (b *Bandwidth) AllowN(ctx context.Context, key string, size uint64) (ledger.Decision, error) {
 	return b.c.Acquire(ctx, b.res, ledger.Request{User: key, Amount: size})
 }
 
 // WaitN blocks until user key may transfer size bytes, or ctx ends (see
 // RequestRate.WaitN).
-func (b *Bandwidth) WaitN(ctx context.Context, key string, size uint64) (Decision, error) {
+func (b *Bandwidth) WaitN(ctx context.Context, key string, size uint64) (ledger.Decision, error) {
 	return b.waitN(ctx, key, size)
 }

@@ -12,13 +12,13 @@ import (
 
 func TestRateLimitFields(t *testing.T) {
 	h := http.Header{}
-	admitted := func(limit, remaining uint64, resetAfter time.Duration) Decision {
-		return Decision{Allowed: true, Reason: ledger.Admitted, Limit: limit, Remaining: remaining, ResetAfter: resetAfter}
+	admitted := func(limit, remaining uint64, resetAfter time.Duration) ledger.Decision {
+		return ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: limit, Remaining: remaining, ResetAfter: resetAfter}
 	}
 	writeRateLimit(h, Result{Allowed: true, Reason: ledger.Admitted, Policies: []PolicyResult{
 		{Policy: "huge", Window: 49710 * 24 * time.Hour, Amount: 1, Decision: admitted(1<<63-1, 1<<62, 1500*time.Millisecond)},
-		{Policy: `odd"na\me`, Unit: ContentBytes, Window: time.Minute, Decision: Decision{Limit: 7}}, // skipped: no state
-		{Policy: "slots", Unit: ConcurrentRequests, Amount: 1, Decision: admitted(8, 3, time.Hour)},  // no t while admitted
+		{Policy: `odd"na\me`, Unit: ContentBytes, Window: time.Minute, Decision: ledger.Decision{Limit: 7}}, // skipped: no state
+		{Policy: "slots", Unit: ConcurrentRequests, Amount: 1, Decision: admitted(8, 3, time.Hour)},         // no t while admitted
 	}})
 	want := map[string]string{
 		"RateLimit-Policy": `"huge";q=999999999999999;w=4294944000, "odd\"na\\me";q=7;qu="content-bytes";w=60, "slots";q=8;qu="concurrent-requests"`,

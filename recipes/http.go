@@ -15,7 +15,7 @@ import (
 // Allower is a limiter an HTTP middleware can ask: RequestRate and
 // Bandwidth are Allowers.
 type Allower interface {
-	AllowN(ctx context.Context, key string, n uint64) (Decision, error)
+	AllowN(ctx context.Context, key string, n uint64) (ledger.Decision, error)
 	Window() time.Duration
 }
 

@@ -28,7 +28,7 @@ func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (
 
 // Pay moves amount from user from to user to if from's limit and funds allow,
 // and reports why not otherwise (Decision.Reason).
-func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64) (Decision, error) {
+func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64) (ledger.Decision, error) {
 	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount})
 }
 
@@ -37,7 +37,7 @@ func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64
 // answer, from any process), and one refused (over the limit, or short of
 // funds) can be made again under id later. ledger.KeyID derives an ID from
 // an order or payment number.
-func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (Decision, error) {
+func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (ledger.Decision, error) {
 	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
 }
 

@@ -137,7 +137,7 @@ type PolicyResult struct {
 	// exact): Allowed when its units were taken; when the request was
 	// denied, Reason says whether this policy refused (LimitExceeded) or
 	// would have fitted (Admitted), and nothing was taken from it.
-	Decision Decision
+	Decision ledger.Decision
 }
 
 // Skipped reports that the policy was not decided: the request's cost had

@@ -23,18 +23,18 @@ func NewRequestRate(c *ledger.Client, cfg Config, l Limit) (*RequestRate, error)
 }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
-func (r *RequestRate) Allow(ctx context.Context, key string) (Decision, error) {
+func (r *RequestRate) Allow(ctx context.Context, key string) (ledger.Decision, error) {
 	return r.AllowN(ctx, key, 1)
 }
 
 // AllowN reports whether n requests of user key may happen now, and takes
 // them if so. A denial is a Decision with Allowed false, not an error.
-func (r *RequestRate) AllowN(ctx context.Context, key string, n uint64) (Decision, error) {
+func (r *RequestRate) AllowN(ctx context.Context, key string, n uint64) (ledger.Decision, error) {
 	return r.c.Acquire(ctx, r.res, ledger.Request{User: key, Amount: n})
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
-func (r *RequestRate) Wait(ctx context.Context, key string) (Decision, error) {
+func (r *RequestRate) Wait(ctx context.Context, key string) (ledger.Decision, error) {
 	return r.WaitN(ctx, key, 1)
 }
 
@@ -42,6 +42,6 @@ func (r *RequestRate) Wait(ctx context.Context, key string) (Decision, error) {
 // Limiter.WaitN does: each try is a decision; it returns at once with
 // ErrWouldExceedDeadline when ctx's deadline comes before the units
 // return, and ErrExceedsLimit when n is more than the whole limit.
-func (r *RequestRate) WaitN(ctx context.Context, key string, n uint64) (Decision, error) {
+func (r *RequestRate) WaitN(ctx context.Context, key string, n uint64) (ledger.Decision, error) {
 	return r.waitN(ctx, key, n)
 }

@@ -7,9 +7,6 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-// Decision is the answer to a request; see ledger.Decision.
-type Decision = ledger.Decision
-
 // Usage is a user's state on a limit; see ledger.Usage.
 type Usage = ledger.Usage
 
@@ -88,8 +85,8 @@ func (l *recipe) Reset(ctx context.Context, key string) (int, error) {
 }
 
 // waitN blocks until user key is admitted n units (see Limiter.WaitCost).
-func (l *recipe) waitN(ctx context.Context, key string, n uint64) (Decision, error) {
-	var d Decision
+func (l *recipe) waitN(ctx context.Context, key string, n uint64) (ledger.Decision, error) {
+	var d ledger.Decision
 	err := waitLoop(ctx, l.res.Name, sleepCtx, func() (refusal, error) {
 		var err error
 		d, err = l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})

@@ -142,15 +142,8 @@ func resultOf(domain string, amounts []uint64, descriptors []descriptor, resp *r
 				}
 			}
 		}
-		reset := st.GetDurationUntilReset().AsDuration()
-		p.Decision = recipes.Decision{Allowed: allowed, Reason: ledger.Admitted, Limit: uint64(lim.GetRequestsPerUnit()),
-			Remaining: uint64(st.GetLimitRemaining()), ResetAfter: reset}
-		if st.GetCode() == rls.RateLimitResponse_OVER_LIMIT {
-			p.Decision.Reason, p.Decision.RetryAfter = ledger.LimitExceeded, reset
-			if amounts[i] > uint64(lim.GetRequestsPerUnit()) {
-				p.Decision.RetryAfter = -1
-			}
-		}
+		p.Decision = ledger.Answered(allowed, st.GetCode() == rls.RateLimitResponse_OVER_LIMIT, amounts[i],
+			uint64(lim.GetRequestsPerUnit()), uint64(st.GetLimitRemaining()), st.GetDurationUntilReset().AsDuration())
 		policies = append(policies, p)
 	}
 	return recipes.NewResult(allowed, reason, policies)

@@ -62,13 +62,13 @@ func (s *Service) after(ctx context.Context, items []item) error {
 // settlePair settles the hold that its check made, found by the request's
 // ID (settleHold); a charge whose check is unknown (denied, or never seen)
 // is charged whole.
-func (s *Service) settlePair(ctx context.Context, it *item) (ledger.Decision, error) {
+func (s *Service) settlePair(ctx context.Context, it *item) (d ledger.Decision, err error) {
 	rv, err := s.c.ReservationFor(ctx, it.rule.res, it.user, it.pairID(""))
 	switch {
 	case errors.Is(err, ledger.ErrUnknownReservation):
 		rv = nil
 	case err != nil:
-		return ledger.Decision{}, err
+		return d, err
 	}
 	return s.settleHold(ctx, it, rv)
 }
@@ -79,13 +79,12 @@ func (s *Service) settlePair(ctx context.Context, it *item) (ledger.Decision, er
 // request another descriptor refused), is charged whole; one whose hold was
 // settled before is this charge sent again. A pair's charges are named by
 // the request's ID, so a charge sent again is recorded once.
-func (s *Service) settleHold(ctx context.Context, it *item, rv *ledger.Reservation) (ledger.Decision, error) {
-	settled := ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}
+func (s *Service) settleHold(ctx context.Context, it *item, rv *ledger.Reservation) (d ledger.Decision, err error) {
+	settled := ledger.Settled(uint64(it.limit))
 	if rv == nil {
 		return s.chargePart(ctx, it, it.hits, "\x00charge", settled)
 	}
 	held := rv.Amount()
-	var err error
 	if n := min(it.hits, held); n == 0 {
 		err = rv.Cancel(ctx)
 	} else {
@@ -97,7 +96,7 @@ func (s *Service) settleHold(ctx context.Context, it *item, rv *ledger.Reservati
 	case errors.Is(err, ledger.ErrReservationEnded):
 		return settled, nil // settled before: this charge sent again
 	case err != nil:
-		return ledger.Decision{}, err
+		return d, err
 	}
 	return s.chargePart(ctx, it, it.hits-min(it.hits, held), "\x00excess", settled)
 }
@@ -116,7 +115,7 @@ func (s *Service) chargePart(ctx context.Context, it *item, n uint64, suffix str
 func (s *Service) charge(ctx context.Context, it *item, n uint64, id ledger.ID) (ledger.Decision, error) {
 	ch, err := s.c.Charge(ctx, it.rule.res, it.request(n, id))
 	if err != nil {
-		return ledger.Decision{}, err
+		return ch.Decision, err
 	}
 	// What it found no room for counts until the charge's window ends.
 	until := time.Unix(0, int64(ch.Timestamp)).Add(it.rule.res.Window)
@@ -262,7 +261,7 @@ func (s *Service) reserve(ctx context.Context, items []item) (held []*ledger.Res
 		switch {
 		case errors.Is(err, ledger.ErrIDReused):
 			// Held already under the ID, for other hits: a check sent again.
-			s.settle(it, ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: uint64(it.limit)}, detailLimit)
+			s.settle(it, ledger.Settled(uint64(it.limit)), detailLimit)
 			continue
 		case err != nil:
 			return held, false, err

@@ -218,7 +218,7 @@ func (s *Service) refusedLocally(items []item) bool {
 			refused = true
 			continue
 		}
-		never := ledger.Decision{Reason: ledger.LimitExceeded, Limit: uint64(it.limit), RetryAfter: -1}
+		never := ledger.ExceedsLimit(uint64(it.limit))
 		if it.rule.ShadowMode {
 			s.settle(it, never, detailNone)
 			it.part = partNone
@@ -240,7 +240,7 @@ func (s *Service) notAsked(items []item) {
 	for i := range items {
 		if it := &items[i]; it.part >= 0 || it.part == partReserve {
 			it.part = partNone
-			s.settle(it, ledger.Decision{Limit: uint64(it.limit)}, detailLimit)
+			s.settle(it, ledger.NotAsked(uint64(it.limit)), detailLimit)
 		}
 	}
 }
