@@ -16,7 +16,7 @@ type Bandwidth struct{ recipe }
 // NewBandwidth returns a bandwidth limiter with the default limit l, e.g.
 // Bytes(10_000_000).Per(time.Minute). It does no I/O: call Create once.
 func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
-	base, err := newRecipe(c, cfg, ledger.KindBytes, l, 0)
+	base, err := newRecipe(c, cfg, ContentBytes, l, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -25,12 +25,12 @@ func NewBandwidth(c *ledger.Client, cfg Config, l Limit) (*Bandwidth, error) {
 
 // AllowN reports whether user key may transfer size bytes now, and takes
 // them if so.
-func (b *Bandwidth) AllowN(ctx context.Context, key string, size uint64) (ledger.Decision, error) {
-	return b.c.Acquire(ctx, b.res, ledger.Request{User: key, Amount: size})
+func (b *Bandwidth) AllowN(ctx context.Context, key string, size uint64) (Result, error) {
+	return b.allowN(ctx, key, size)
 }
 
 // WaitN blocks until user key may transfer size bytes, or ctx ends (see
 // RequestRate.WaitN).
-func (b *Bandwidth) WaitN(ctx context.Context, key string, size uint64) (ledger.Decision, error) {
+func (b *Bandwidth) WaitN(ctx context.Context, key string, size uint64) (Result, error) {
 	return b.waitN(ctx, key, size)
 }

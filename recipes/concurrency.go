@@ -18,7 +18,7 @@ type Concurrency struct{ recipe }
 // NewConcurrency returns a limiter of n requests in flight per user, each
 // held at most lease (whole seconds). It does no I/O: call Create once.
 func NewConcurrency(c *ledger.Client, cfg Config, n uint64, lease time.Duration) (*Concurrency, error) {
-	base, err := newRecipe(c, cfg, ledger.KindRequests, Per(n, lease), 0)
+	base, err := newRecipe(c, cfg, ConcurrentRequests, Per(n, lease), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,7 @@ import (
 // Allower is a limiter an HTTP middleware can ask: RequestRate and
 // Bandwidth are Allowers.
 type Allower interface {
-	AllowN(ctx context.Context, key string, n uint64) (ledger.Decision, error)
-	Window() time.Duration
+	AllowN(ctx context.Context, key string, n uint64) (Result, error)
 }
 
 // KeyFunc picks the user key of a request (an API key, a client address).
@@ -39,13 +38,6 @@ type CostFunc func(*http.Request) uint64
 // (it returns errors, or denies: ledger.FailClosed) the response is 503
 // with Retry-After: 1 and no RateLimit fields.
 func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.Handler {
-	name, unit := "default", Requests
-	if r, ok := l.(interface{ Resource() ledger.Resource }); ok {
-		name = r.Resource().Name
-		if r.Resource().Kind == ledger.KindBytes {
-			unit = ContentBytes
-		}
-	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k := key(r)
@@ -57,8 +49,8 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 			if cost != nil {
 				n = cost(r)
 			}
-			d, err := l.AllowN(r.Context(), k, n)
-			if err == nil && !d.Allowed && d.Reason == ledger.Unavailable {
+			res, err := l.AllowN(r.Context(), k, n)
+			if err == nil && !res.Allowed && res.Reason == ledger.Unavailable {
 				err = ledger.ErrUnavailable // denied by ledger.FailClosed: not the client's doing
 			}
 			if err != nil {
@@ -66,14 +58,13 @@ func Middleware(l Allower, key KeyFunc, cost CostFunc) func(http.Handler) http.H
 				return
 			}
 			h := w.Header()
-			if d.Reason != ledger.Unavailable { // failing open, nothing is known of the limit
-				h.Set("RateLimit-Limit", strconv.FormatUint(d.Limit, 10))
-				h.Set("RateLimit-Remaining", strconv.FormatUint(d.Remaining, 10))
-				h.Set("RateLimit-Reset", seconds(d.ResetAfter))
+			if res.Reason != ledger.Unavailable { // failing open, nothing is known of the limit
+				h.Set("RateLimit-Limit", strconv.FormatUint(res.Limit, 10))
+				h.Set("RateLimit-Remaining", strconv.FormatUint(res.Remaining, 10))
+				h.Set("RateLimit-Reset", seconds(res.ResetAfter))
 			}
-			res := NewResult(d.Allowed, d.Reason, []PolicyResult{{Policy: name, Unit: unit, Window: l.Window(), Amount: n, Decision: d}})
 			writeRateLimit(h, res)
-			if !d.Allowed {
+			if !res.Allowed {
 				deny(w, res)
 				return
 			}

@@ -66,7 +66,7 @@ func NewLLM(c *ledger.Client, cfg LLMConfig) (*LLM, error) {
 		if p.lim.N == 0 {
 			continue
 		}
-		r, err := newRecipe(c, Config{Name: cfg.Name + p.suffix, Ledger: next, Lazy: cfg.Lazy}, ledger.KindRequests, p.lim, 0)
+		r, err := newRecipe(c, Config{Name: cfg.Name + p.suffix, Ledger: next, Lazy: cfg.Lazy}, p.unit, p.lim, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ type MoneyPerWindow struct{ recipe }
 // Amount(1000_00).Per(24*time.Hour)) for payments on the currency ledger. It
 // does no I/O: call Create once.
 func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (*MoneyPerWindow, error) {
-	base, err := newRecipe(c, cfg, ledger.KindMoney, l, currency)
+	base, err := newRecipe(c, cfg, CurrencyUnits, l, currency)
 	if err != nil {
 		return nil, err
 	}
@@ -27,9 +27,10 @@ func NewMoneyPerWindow(c *ledger.Client, cfg Config, currency uint32, l Limit) (
 }
 
 // Pay moves amount from user from to user to if from's limit and funds allow,
-// and reports why not otherwise (Decision.Reason).
-func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64) (ledger.Decision, error) {
-	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount})
+// and reports why not otherwise (Result.Reason: ledger.LimitExceeded or
+// ledger.InsufficientFunds). The Result's ID names the payment.
+func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64) (Result, error) {
+	return m.PayID(ctx, ledger.ID{}, from, to, amount)
 }
 
 // PayID is Pay under request ID id (see ledger.Request.ID): the payment is
@@ -37,8 +38,9 @@ func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64
 // answer, from any process), and one refused (over the limit, or short of
 // funds) can be made again under id later. ledger.KeyID derives an ID from
 // an order or payment number.
-func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (ledger.Decision, error) {
-	return m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
+func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (Result, error) {
+	d, err := m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
+	return m.result(from, amount, d), err
 }
 
 // Fund credits amount to user key's account on the currency ledger.

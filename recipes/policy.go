@@ -10,8 +10,9 @@ import (
 // Unit says what a policy counts, in the terms of an HTTP request: its
 // String is the quota unit the RateLimit-Policy header names ("qu"). It is
 // finer than the ledger.Kind of the policy's resource, which says only
-// what a unit is: a Requests or ConcurrentRequests policy is kept as a
-// ledger.KindRequests resource, a ContentBytes one as ledger.KindBytes.
+// what a unit is: a Requests, ConcurrentRequests or Tokens policy is kept
+// as a ledger.KindRequests resource, a ContentBytes one as
+// ledger.KindBytes, a CurrencyUnits one as ledger.KindMoney.
 type Unit uint8
 
 const (
@@ -27,10 +28,13 @@ const (
 	// Tokens counts the tokens of LLM calls. It is the unit of LLM's token
 	// limits, not of a Limiter's policies.
 	Tokens
+	// CurrencyUnits counts money, in a currency's smallest unit. It is the
+	// unit of MoneyPerWindow, not of a Limiter's policies.
+	CurrencyUnits
 )
 
-// String returns "requests", "content-bytes", "concurrent-requests" or
-// "tokens".
+// String returns "requests", "content-bytes", "concurrent-requests",
+// "tokens" or "currency-units".
 func (u Unit) String() string {
 	switch u {
 	case Requests:
@@ -41,6 +45,8 @@ func (u Unit) String() string {
 		return "concurrent-requests"
 	case Tokens:
 		return "tokens"
+	case CurrencyUnits:
+		return "currency-units"
 	}
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }

@@ -23,16 +23,26 @@ type Config struct {
 }
 
 // recipe is what the single-limit recipes (RequestRate, Bandwidth,
-// MoneyPerWindow, Concurrency) share: one resource on one Client. A
-// Limiter is the composable form: several policies per key.
+// MoneyPerWindow, Concurrency) share: one resource on one Client, which
+// counts unit. A Limiter is the composable form: several policies per key;
+// a recipe is a limiter of one policy, and answers with a Result as a
+// Limiter does.
 type recipe struct {
-	c   *ledger.Client
-	res ledger.Resource
+	c    *ledger.Client
+	res  ledger.Resource
+	unit Unit
 }
 
-func newRecipe(c *ledger.Client, cfg Config, kind ledger.Kind, l Limit, currency uint32) (recipe, error) {
+func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32) (recipe, error) {
 	if err := l.Validate(); err != nil {
 		return recipe{}, err
+	}
+	kind := ledger.KindRequests
+	switch unit {
+	case ContentBytes:
+		kind = ledger.KindBytes
+	case CurrencyUnits:
+		kind = ledger.KindMoney
 	}
 	res := ledger.Resource{
 		Name: cfg.Name, Ledger: cfg.Ledger, Kind: kind, Window: l.Window,
@@ -41,7 +51,15 @@ func newRecipe(c *ledger.Client, cfg Config, kind ledger.Kind, l Limit, currency
 	if err := res.Validate(); err != nil {
 		return recipe{}, err
 	}
-	return recipe{c: c, res: res}, nil
+	return recipe{c: c, res: res, unit: unit}, nil
+}
+
+// result is the Result of d, the recipe's decision on amount units for
+// key: a Result of one policy, the recipe's, named after its resource.
+func (l *recipe) result(key string, amount uint64, d ledger.Decision) Result {
+	key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
+	return NewResult(d.Allowed, d.Reason, []PolicyResult{{Limiter: l.res.Name, Policy: l.res.Name, Unit: l.unit,
+		Window: l.res.Window, Key: key, Amount: amount, Decision: d}})
 }
 
 // Resource returns the limit's definition in the ledger.
@@ -84,15 +102,21 @@ func (l *recipe) Reset(ctx context.Context, key string) (int, error) {
 	return l.c.Reset(ctx, l.res, key)
 }
 
+// allowN decides n units for user key (see RequestRate.AllowN).
+func (l *recipe) allowN(ctx context.Context, key string, n uint64) (Result, error) {
+	d, err := l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})
+	return l.result(key, n, d), err
+}
+
 // waitN blocks until user key is admitted n units (see Limiter.WaitCost).
-func (l *recipe) waitN(ctx context.Context, key string, n uint64) (ledger.Decision, error) {
-	var d ledger.Decision
+func (l *recipe) waitN(ctx context.Context, key string, n uint64) (Result, error) {
+	var res Result
 	err := waitLoop(ctx, l.res.Name, sleepCtx, func() (refusal, error) {
 		var err error
-		d, err = l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})
-		return refusal{admitted: d.Allowed, unavailable: d.Reason == ledger.Unavailable, retryAfter: d.RetryAfter, by: l.res.Name}, err
+		res, err = l.allowN(ctx, key, n)
+		return refusal{admitted: res.Allowed, unavailable: res.Reason == ledger.Unavailable, retryAfter: res.RetryAfter, by: l.res.Name}, err
 	})
-	return d, err
+	return res, err
 }
 
 // Window returns how long an admitted unit counts against the limit.

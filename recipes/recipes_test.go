@@ -24,7 +24,7 @@ func window(b *testenv.Backend, w time.Duration) time.Duration {
 	return w
 }
 
-func mustAllow(t *testing.T, ctx context.Context, name string, d ledger.Decision, err error, want bool) ledger.Decision {
+func mustAllow(t *testing.T, ctx context.Context, name string, d recipes.Result, err error, want bool) recipes.Result {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: error %v", name, err)

@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
@@ -18,10 +19,13 @@ var (
 	ErrWouldExceedDeadline = errors.New("recipes: admission would come after the context's deadline")
 )
 
-// Result is the decision of a Limiter, a Stack or a Group on one request,
-// made as one linked chain of holds, one per policy decided: every hold
-// was taken, or none. A denial is a Result with Allowed false, not an
-// error. NewResult makes one.
+// Result is the decision of a limiter on one request: of a Limiter, a
+// Stack or a Group, made as one linked chain of holds, one per policy
+// decided (every hold was taken, or none), and of a single-limit recipe
+// (RequestRate, Bandwidth, MoneyPerWindow), a limiter of one policy. It is
+// the one answer of the package, and of the clients of rate limit services
+// (service/ratelimit's Limiter). A denial is a Result with Allowed false,
+// not an error. NewResult makes one.
 type Result struct {
 	// Allowed reports whether the request may go ahead: no enforcing
 	// policy denied it (policies in shadow mode never deny), or the cluster
@@ -50,6 +54,18 @@ type Result struct {
 	// Policies has a PolicyResult per policy, in the order of the limiters
 	// and their policies.
 	Policies []PolicyResult
+	// Limit, Remaining and ResetAfter are the tightest enforcing policy's
+	// (see ledger.Decision): the first that refused when the limit denied
+	// the request, else the one with the least of its limit left; zero
+	// when no enforcing policy was decided. For a single-limit recipe they
+	// are its one policy's.
+	Limit, Remaining uint64
+	ResetAfter       time.Duration
+	// ID and Timestamp are the tightest policy's decision's: for a
+	// single-limit recipe, the request's ID (the caller's, or the one the
+	// Client gave it) and the cluster time of the decision.
+	ID        ledger.ID
+	Timestamp uint64
 }
 
 // NewResult returns the Result of a decision on policies, each with its
@@ -58,7 +74,8 @@ type Result struct {
 // LimitExceeded), DeniedBy is the first enforcing policy whose Decision
 // refused and RetryAfter the latest RetryAfter of those that did (negative
 // if any is); ShadowDenied names the policies in shadow mode whose
-// Decision refused. Every Result of the package is made by it, and a
+// Decision refused; Limit, Remaining, ResetAfter, ID and Timestamp are the
+// tightest policy's. Every Result of the package is made by it, and a
 // client of another limiter (a rate limit service's, say) makes its own
 // with it.
 func NewResult(allowed bool, reason ledger.Reason, policies []PolicyResult) Result {
@@ -69,19 +86,49 @@ func NewResult(allowed bool, reason ledger.Reason, policies []PolicyResult) Resu
 // shadow mode it could not decide (ShadowFailed).
 func newResult(allowed bool, reason ledger.Reason, policies []PolicyResult, failed []string) Result {
 	res := Result{Allowed: allowed, Reason: reason, ShadowFailed: failed, Policies: policies}
-	for _, p := range policies {
+	denier := -1
+	for i, p := range policies {
 		switch {
 		case p.Decision.Reason != ledger.LimitExceeded:
 		case p.Shadow:
 			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
 		case !allowed && reason == ledger.LimitExceeded:
-			if res.DeniedBy == "" {
-				res.DeniedBy = p.Policy
+			if denier < 0 {
+				denier, res.DeniedBy = i, p.Policy
 			}
 			res.RetryAfter = laterRetry(res.RetryAfter, p.Decision.RetryAfter)
 		}
 	}
+	if i := tightest(policies, denier); i >= 0 {
+		d := policies[i].Decision
+		res.Limit, res.Remaining, res.ResetAfter, res.ID, res.Timestamp = d.Limit, d.Remaining, d.ResetAfter, d.ID, d.Timestamp
+	}
 	return res
+}
+
+// tightest is the index of the tightest enforcing policy decided: denier,
+// the one that denied the request, if any (not negative), else the one
+// with the least of its limit left, the first of equals; -1 when there is
+// none.
+func tightest(policies []PolicyResult, denier int) int {
+	if denier >= 0 {
+		return denier
+	}
+	best := -1
+	for i, p := range policies {
+		if !p.Shadow && !p.Skipped() && (best < 0 || lessLeft(p.Decision, policies[best].Decision)) {
+			best = i
+		}
+	}
+	return best
+}
+
+// lessLeft reports whether a has less of its limit left than b:
+// a.Remaining/a.Limit < b.Remaining/b.Limit, multiplied out in 128 bits.
+func lessLeft(a, b ledger.Decision) bool {
+	ah, al := bits.Mul64(a.Remaining, b.Limit)
+	bh, bl := bits.Mul64(b.Remaining, a.Limit)
+	return ah < bh || ah == bh && al < bl
 }
 
 // laterRetry is the later of two RetryAfters, negative (never) winning.

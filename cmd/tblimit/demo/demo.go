@@ -59,7 +59,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	}
 	units := func(n uint64) string { return fmt.Sprint(n) }
 	usd := func(n uint64) string { return fmt.Sprintf("%d.%02d", n/100, n%100) }
-	show := func(what string, d ledger.Decision, format func(uint64) string) {
+	show := func(what string, d recipes.Result, format func(uint64) string) {
 		verdict := "admitted"
 		if !d.Allowed {
 			verdict = "DENIED (" + d.Reason.String() + ")"
