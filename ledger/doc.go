@@ -52,9 +52,14 @@ package ledger
 //     coalesced, paid, unanswered, checked). Two more are made from what
 //     is already known, with no view: a ChargeUntil whose until has
 //     passed (acquire.go) and a Reservation found again by its ID
-//     (reservationOf, reserve.go). The HTTP fields made of a Decision are
-//     written by rateLimitFields in package recipes (for a Result's
-//     policies, and for one Decision: DecisionFields).
+//     (reservationOf, reserve.go). The layers above make the Decisions
+//     they report without a Client (a rate limit service's refusals and
+//     settled costs, a remote service's answers) with ExceedsLimit,
+//     NotAsked, Settled and Answered (decision.go), never a literal (a
+//     test walks the source). Each wire form of a Decision has one
+//     encoder: the RateLimit fields in package recipes (itemOf), the
+//     proto in service/api (decisionOf), Envoy's statuses in
+//     service/ratelimit (descriptorStatus).
 //   - What a TigerBeetle status means, in status.go only (package conn
 //     below folds exists into created, and nothing more): classify (holds
 //     of decisions, payments, funds), classifyEnd (posts and voids),

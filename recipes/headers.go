@@ -28,15 +28,14 @@ type policyItem struct {
 	remaining uint64
 	reset     time.Duration
 	noReset   bool // t is left out (concurrency, when admitted)
-	// money: the unit is a currency's smallest unit (qu="currency-units").
-	money bool
 }
 
-// itemOf is the header item of policy result p. A policy not decided
-// (Skipped) has no known state.
+// itemOf is the header item of policy result p: every RateLimit item the
+// package and the services write is made here. A policy not decided
+// (Skipped, Undecided, or the cluster unavailable) has no known state.
 func itemOf(p PolicyResult) policyItem {
 	it := policyItem{name: p.Policy, unit: p.Unit, quota: p.Decision.Limit, window: p.Window}
-	if p.Skipped() || p.Decision.Reason == ledger.Unavailable {
+	if p.Skipped() || p.Decision.Reason == ledger.Unavailable || p.Decision.Reason == ledger.Undecided {
 		return it
 	}
 	// t is when more quota returns, as ledger.Decision.ResetIn says: an
@@ -87,21 +86,18 @@ func rateLimitFields(items []policyItem) (policy, state string) {
 	return strings.Join(ps, ", "), strings.Join(ss, ", ")
 }
 
-// DecisionFields returns the RateLimit-Policy and RateLimit items that
-// report decision d of resource r, as RateLimitFields does a Result's: one
-// item named after the resource, whose unit is its kind's (requests,
-// content-bytes, currency-units); only the policy when d was not made
-// (the cluster unavailable). tblimit.v1's HTTP answers carry them.
-func DecisionFields(r ledger.Resource, d ledger.Decision) (policy, state string) {
-	unit := Requests
-	if r.Kind == ledger.KindBytes {
-		unit = ContentBytes
+// PolicyFields returns the values of the RateLimit-Policy and RateLimit
+// fields that report policies as they are: an item per policy, its state
+// only when it was decided (see RateLimitFields for a Result's, which
+// leaves out the policies in shadow mode and an unavailable cluster's).
+// tblimit.v1's HTTP answers carry those of their decisions (see
+// PolicyOf).
+func PolicyFields(policies ...PolicyResult) (policy, state string) {
+	items := make([]policyItem, len(policies))
+	for i, p := range policies {
+		items[i] = itemOf(p)
 	}
-	it := policyItem{name: r.Name, unit: unit, quota: d.Limit, window: r.Window, money: r.Kind == ledger.KindMoney}
-	if d.Reason != ledger.Unavailable && d.Reason != ledger.Undecided {
-		it.known, it.remaining, it.reset = true, d.Remaining, d.ResetIn()
-	}
-	return rateLimitFields([]policyItem{it})
+	return rateLimitFields(items)
 }
 
 // writeRateLimit adds the RateLimit-Policy and RateLimit lines that report
@@ -120,10 +116,7 @@ func writeRateLimit(h http.Header, res Result) {
 
 func (it policyItem) policy() string {
 	s := sfString(it.name) + ";q=" + sfInteger(it.quota)
-	switch {
-	case it.money:
-		s += ";qu=" + sfString("currency-units")
-	case it.unit != Requests:
+	if it.unit != Requests {
 		s += ";qu=" + sfString(it.unit.String())
 	}
 	if it.window > 0 {

@@ -37,3 +37,25 @@ func TestRateLimitFields(t *testing.T) {
 		t.Errorf("no items added a line: %q", h.Values("RateLimit"))
 	}
 }
+
+// PolicyFields reports every policy as it is, as tblimit.v1's HTTP answers
+// do: money in currency units, and a decision not made (the cluster
+// unavailable) in RateLimit-Policy only.
+func TestPolicyFields(t *testing.T) {
+	money := ledger.Resource{Name: "usd-day", Kind: ledger.KindMoney, Window: 24 * time.Hour}
+	bytes := ledger.Resource{Name: "upload", Kind: ledger.KindBytes, Window: time.Minute}
+	paid := PolicyOf(ledger.Part{Resource: money, Request: ledger.Request{User: " bob", Amount: 600_00}},
+		ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: 1000_00, Remaining: 400_00, ResetAfter: 24 * time.Hour})
+	unanswered := PolicyOf(ledger.Part{Resource: bytes, Request: ledger.Request{User: "bob", Amount: 10}},
+		ledger.Decision{Reason: ledger.Unavailable, Limit: 1000})
+	policy, state := PolicyFields(paid, unanswered)
+	if want := `"usd-day";q=100000;qu="currency-units";w=86400, "upload";q=1000;qu="content-bytes";w=60`; policy != want {
+		t.Errorf("PolicyFields(...) policy = %s, want %s", policy, want)
+	}
+	if want := `"usd-day";r=40000;t=86400`; state != want {
+		t.Errorf("PolicyFields(...) state = %s, want %s", state, want)
+	}
+	if paid.Key != "" || unanswered.Key != "bob" {
+		t.Errorf("PolicyOf keys = %q, %q; want \"\" for a key that is not valid, and bob", paid.Key, unanswered.Key)
+	}
+}

@@ -149,3 +149,19 @@ type PolicyResult struct {
 // Skipped reports that the policy was not decided: the request's cost had
 // nothing in its unit.
 func (p PolicyResult) Skipped() bool { return p.Amount == 0 }
+
+// PolicyOf is the PolicyResult of d, a ledger.Client's decision on part p:
+// named after p's resource, with p's key and amount, in the unit of the
+// resource's kind (Requests, ContentBytes or CurrencyUnits).
+func PolicyOf(p ledger.Part, d ledger.Decision) PolicyResult {
+	unit := Requests
+	switch p.Resource.Kind {
+	case ledger.KindBytes:
+		unit = ContentBytes
+	case ledger.KindMoney:
+		unit = CurrencyUnits
+	}
+	key, _ := ledger.NormalizeKey(p.Request.User) // "" for a key the decision refused as invalid
+	return PolicyResult{Limiter: p.Resource.Name, Policy: p.Resource.Name, Unit: unit, Window: p.Resource.Window,
+		Key: key, Amount: p.Request.Amount, Decision: d}
+}

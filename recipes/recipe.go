@@ -23,16 +23,16 @@ type Config struct {
 }
 
 // recipe is what the single-limit recipes (RequestRate, Bandwidth,
-// MoneyPerWindow, Concurrency) share: one resource on one Client, which
-// counts unit. A Limiter is the composable form: several policies per key;
-// a recipe is a limiter of one policy, and answers with a Result as a
-// Limiter does.
+// MoneyPerWindow, Concurrency) share: one resource on one Client. A
+// Limiter is the composable form: several policies per key; a recipe is a
+// limiter of one policy, and answers with a Result as a Limiter does.
 type recipe struct {
-	c    *ledger.Client
-	res  ledger.Resource
-	unit Unit
+	c   *ledger.Client
+	res ledger.Resource
 }
 
+// newRecipe returns the recipe of limit l in cfg, counting unit (which
+// says its resource's kind).
 func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32) (recipe, error) {
 	if err := l.Validate(); err != nil {
 		return recipe{}, err
@@ -51,15 +51,14 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 	if err := res.Validate(); err != nil {
 		return recipe{}, err
 	}
-	return recipe{c: c, res: res, unit: unit}, nil
+	return recipe{c: c, res: res}, nil
 }
 
 // result is the Result of d, the recipe's decision on amount units for
 // key: a Result of one policy, the recipe's, named after its resource.
 func (l *recipe) result(key string, amount uint64, d ledger.Decision) Result {
-	key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
-	return NewResult(d.Allowed, d.Reason, []PolicyResult{{Limiter: l.res.Name, Policy: l.res.Name, Unit: l.unit,
-		Window: l.res.Window, Key: key, Amount: amount, Decision: d}})
+	p := PolicyOf(ledger.Part{Resource: l.res, Request: ledger.Request{User: key, Amount: amount}}, d)
+	return NewResult(d.Allowed, d.Reason, []PolicyResult{p})
 }
 
 // Resource returns the limit's definition in the ledger.

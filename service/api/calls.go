@@ -54,13 +54,14 @@ func (s *Service) acquire(ctx context.Context, req *tblimitv1.AcquireRequest) (*
 		return nil, err
 	}
 	d, err := s.c.Acquire(ctx, r, lreq)
+	part := ledger.Part{Resource: r, Request: lreq}
 	if err == nil {
-		err = overLimit(d, lreq.Amount, r, lreq.User)
+		err = overLimit(part, d)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &tblimitv1.AcquireResponse{Decision: decisionOf(ctx, r, d)}, nil
+	return &tblimitv1.AcquireResponse{Decision: decisionOf(ctx, part, d)}, nil
 }
 
 // request resolves a request for units of a resource.
@@ -92,10 +93,10 @@ func (s *Service) acquireAll(ctx context.Context, req *tblimitv1.AcquireAllReque
 	}
 	out := &tblimitv1.AcquireAllResponse{Allowed: len(ds) > 0 && ds[0].Allowed}
 	for i, d := range ds {
-		if err := overLimit(d, parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
+		if err := overLimit(parts[i], d); err != nil {
 			return nil, fmt.Errorf("part %d: %w", i, err)
 		}
-		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i].Resource, d))
+		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i], d))
 	}
 	return out, nil
 }
@@ -146,10 +147,10 @@ func (s *Service) reserveAll(ctx context.Context, req *tblimitv1.ReserveAllReque
 	}
 	out := &tblimitv1.ReserveAllResponse{Allowed: rvs[0].OK()}
 	for i, rv := range rvs {
-		if err := overLimit(rv.Decision(), parts[i].Request.Amount, parts[i].Resource, parts[i].Request.User); err != nil {
+		if err := overLimit(parts[i], rv.Decision()); err != nil {
 			return nil, fmt.Errorf("part %d: %w", i, err)
 		}
-		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i].Resource, rv.Decision()))
+		out.Decisions = append(out.Decisions, decisionOf(ctx, parts[i], rv.Decision()))
 		if out.Allowed {
 			out.ReservationIds = append(out.ReservationIds, rv.Hold().String())
 		}
@@ -168,13 +169,14 @@ func (s *Service) peek(ctx context.Context, req *tblimitv1.PeekRequest) (*tblimi
 		return nil, err
 	}
 	d, err := s.c.Check(ctx, r, lreq)
+	part := ledger.Part{Resource: r, Request: lreq}
 	if err == nil {
-		err = overLimit(d, lreq.Amount, r, lreq.User)
+		err = overLimit(part, d)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &tblimitv1.PeekResponse{Decision: decisionOf(ctx, r, d)}, nil
+	return &tblimitv1.PeekResponse{Decision: decisionOf(ctx, part, d)}, nil
 }
 
 // Pay pays under a money limit (ledger.Client.Pay).
@@ -193,13 +195,14 @@ func (s *Service) pay(ctx context.Context, req *tblimitv1.PayRequest) (*tblimitv
 	}
 	p := ledger.Payment{From: req.GetFrom(), To: req.GetTo(), Amount: req.GetAmount(), ID: id, Ref: req.GetReference()}
 	d, err := s.c.Pay(ctx, r, p)
+	part := ledger.Part{Resource: r, Request: ledger.Request{User: p.From, Amount: p.Amount}}
 	if err == nil {
-		err = overLimit(d, p.Amount, r, p.From)
+		err = overLimit(part, d)
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := &tblimitv1.PayResponse{Decision: decisionOf(ctx, r, d)}
+	out := &tblimitv1.PayResponse{Decision: decisionOf(ctx, part, d)}
 	// What the payer holds after it, read once decided so that a caller
 	// need not ask. A read that fails leaves it out: the payment is made
 	// (or refused) all the same, and an error here would have a caller
@@ -296,13 +299,14 @@ func (s *Service) reserve(ctx context.Context, req *tblimitv1.ReserveRequest) (*
 	default:
 		rv, err = s.c.Reserve(ctx, r, lreq)
 	}
+	part := ledger.Part{Resource: r, Request: lreq}
 	if err == nil {
-		err = overLimit(rv.Decision(), lreq.Amount, r, lreq.User)
+		err = overLimit(part, rv.Decision())
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := &tblimitv1.ReserveResponse{Decision: decisionOf(ctx, r, rv.Decision())}
+	out := &tblimitv1.ReserveResponse{Decision: decisionOf(ctx, part, rv.Decision())}
 	if h := rv.Hold(); !h.IsZero() {
 		out.ReservationId = h.String()
 	}

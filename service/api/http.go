@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
-	"github.com/tblimit/tblimit/ledger"
-	"github.com/tblimit/tblimit/recipes"
 	"github.com/tblimit/tblimit/service"
 )
 
@@ -131,32 +128,6 @@ func route[Req any, Resp proto.Message, PReq interface {
 	}
 }
 
-// rateFieldsKey is the context key of an HTTP call's rateFields.
-type rateFieldsKey struct{}
-
-// rateFields gathers the RateLimit-Policy and RateLimit items of an HTTP
-// call's decisions (decisionOf adds them), for its answer's header.
-type rateFields struct{ policy, state []string }
-
-func (f *rateFields) add(r ledger.Resource, d ledger.Decision) {
-	p, st := recipes.DecisionFields(r, d)
-	if p != "" {
-		f.policy = append(f.policy, p)
-	}
-	if st != "" {
-		f.state = append(f.state, st)
-	}
-}
-
-func (f *rateFields) write(h http.Header) {
-	if len(f.policy) > 0 {
-		h.Set("RateLimit-Policy", strings.Join(f.policy, ", "))
-	}
-	if len(f.state) > 0 {
-		h.Set("RateLimit", strings.Join(f.state, ", "))
-	}
-}
-
 // incoming is r's context with r's headers as incoming gRPC metadata, as
 // a gRPC call's context has them (see Authorize).
 func incoming(r *http.Request) context.Context {
@@ -165,37 +136,6 @@ func incoming(r *http.Request) context.Context {
 		md[strings.ToLower(k)] = v
 	}
 	return metadata.NewIncomingContext(r.Context(), md)
-}
-
-// decided is the HTTP status of an answer, and its Retry-After in seconds
-// (0: none): 200 unless a decision denied; then 429 for a limit, with
-// Retry-After rounded up to whole seconds (at least 1); 402 for a payment
-// short of funds; 503 with Retry-After 1 for a decision the server's
-// policy made while the cluster did not answer.
-func decided(resp proto.Message) (int, int64) {
-	var ds []*tblimitv1.Decision
-	switch m := resp.(type) {
-	case interface{ GetDecision() *tblimitv1.Decision }:
-		ds = []*tblimitv1.Decision{m.GetDecision()}
-	case interface{ GetDecisions() []*tblimitv1.Decision }:
-		ds = m.GetDecisions()
-	}
-	code, retry := http.StatusOK, int64(0)
-	for _, d := range ds {
-		if d.GetAllowed() {
-			continue
-		}
-		switch d.GetReason() {
-		case tblimitv1.Reason_REASON_LIMIT_EXCEEDED:
-			secs := int64(math.Ceil(d.GetRetryAfter().AsDuration().Seconds()))
-			code, retry = http.StatusTooManyRequests, max(retry, secs, 1)
-		case tblimitv1.Reason_REASON_INSUFFICIENT_FUNDS:
-			return http.StatusPaymentRequired, 0
-		case tblimitv1.Reason_REASON_UNAVAILABLE:
-			return http.StatusServiceUnavailable, 1
-		}
-	}
-	return code, retry
 }
 
 // writeError answers a failed call: its gRPC status as JSON

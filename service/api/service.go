@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tblimitv1 "github.com/tblimit/tblimit/api/tblimit/v1"
@@ -187,42 +186,6 @@ func (s *Service) allow(ctx context.Context, method string, resources []string) 
 	return s.authorize(ctx, Call{Method: method, Permission: permissions[method], Resources: resources})
 }
 
-// reasons maps the library's reasons to the API's.
-var reasons = map[ledger.Reason]tblimitv1.Reason{
-	ledger.Undecided:         tblimitv1.Reason_REASON_UNSPECIFIED,
-	ledger.Admitted:          tblimitv1.Reason_REASON_ADMITTED,
-	ledger.LimitExceeded:     tblimitv1.Reason_REASON_LIMIT_EXCEEDED,
-	ledger.InsufficientFunds: tblimitv1.Reason_REASON_INSUFFICIENT_FUNDS,
-	ledger.Unavailable:       tblimitv1.Reason_REASON_UNAVAILABLE,
-}
-
-// decisionOf is the one builder of the API's Decision: d, a decision on
-// resource r. An HTTP call's answer gets its RateLimit fields from here.
-func decisionOf(ctx context.Context, r ledger.Resource, d ledger.Decision) *tblimitv1.Decision {
-	if f, ok := ctx.Value(rateFieldsKey{}).(*rateFields); ok {
-		f.add(r, d)
-	}
-	reason := reasons[d.Reason]
-	if !d.Allowed && d.Reason == ledger.Admitted {
-		reason = tblimitv1.Reason_REASON_UNSPECIFIED // a part that fit, of a chain another part refused
-	}
-	out := &tblimitv1.Decision{
-		Allowed:    d.Allowed,
-		Reason:     reason,
-		Limit:      d.Limit,
-		Remaining:  d.Remaining,
-		RetryAfter: durationpb.New(max(d.RetryAfter, 0)),
-		ResetAfter: durationpb.New(d.ResetAfter),
-	}
-	if !d.ID.IsZero() {
-		out.Id = d.ID.String()
-	}
-	if d.Timestamp != 0 {
-		out.Time = timestamppb.New(time.Unix(0, int64(d.Timestamp)))
-	}
-	return out
-}
-
 // requestID is the ledger ID a request_id names: zero for none.
 func requestID(s string) (ledger.ID, error) {
 	if s == "" {
@@ -244,15 +207,6 @@ func (s *Service) requiredID(rid string) (ledger.ID, error) {
 
 // units is a request's amount: 0 means 1.
 func units(n uint64) uint64 { return max(n, 1) }
-
-// overLimit is the error of a decision whose amount exceeds the user's
-// whole limit (it can never be admitted), nil for any other decision.
-func overLimit(d ledger.Decision, amount uint64, r ledger.Resource, user string) error {
-	if d.Allowed || d.Reason != ledger.LimitExceeded || d.RetryAfter >= 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %d exceeds the whole limit %d of %q on %s", service.ErrExceedsLimit, amount, d.Limit, user, r.Name)
-}
 
 // timeOf is a request's time: the zero time (no bound) when not set.
 func timeOf(t *timestamppb.Timestamp) time.Time {
