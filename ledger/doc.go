@@ -97,11 +97,12 @@ package ledger
 //     read), kept beside its hot fields so that both share the user's
 //     first cache lines (view.HotBytes, checked by the layout tests of
 //     both packages). Every method requires the user's mutex.
-//   - Code that looks repeated and stays so: Stats repeats conn.Stats
-//     field for field, because the public type documents each count for
-//     callers and an alias or an embedded field would show them a type of
-//     an internal package; the String methods of Reason and End (and Kind,
-//     OnUnavailable) are a switch each, which names every constant beside
+//   - Stats is conn.Stats, an alias: the counts a Conn keeps are returned
+//     as they are, and the two the Client keeps (LocalDenials,
+//     LeaseAdmissions) added; its doc comment lists the fields for callers,
+//     whose own docs are in package conn.
+//   - Code that looks repeated and stays so: the String methods of Reason
+//     and End (and Kind, OnUnavailable) are a switch each, which names every constant beside
 //     its text where a table by position would go wrong silently when a
 //     constant is added; classify and classifyEnd are two switches over
 //     the same statuses because a status means one thing for a hold and

@@ -3,61 +3,45 @@ package ledger
 import (
 	"math/rand/v2"
 	"sync/atomic"
+
+	"github.com/tblimit/tblimit/ledger/internal/conn"
 )
 
 // OpStats counts the calls this Client made for one TigerBeetle operation
-// and the events (accounts, transfers, IDs or filters) they carried. A real
-// TigerBeetle client may pack several concurrent calls into one request, so
-// Requests is an upper bound on what the cluster received.
-type OpStats struct {
-	Requests uint64
-	Events   uint64
-}
+// and the events (accounts, transfers, IDs or filters) they carried: Requests
+// and Events. A real TigerBeetle client may pack several concurrent calls
+// into one request, so Requests is an upper bound on what the cluster
+// received.
+type OpStats = conn.OpStats
 
 // Stats counts what a Client sent to TigerBeetle, the engine-independent
 // cost of its decisions (for example, transfers per admitted decision), and
-// the decisions it took without sending anything.
-type Stats struct {
-	CreateAccounts      OpStats
-	CreateTransfers     OpStats
-	LookupAccounts      OpStats
-	LookupTransfers     OpStats
-	GetAccountTransfers OpStats
-	QueryAccounts       OpStats
-	QueryTransfers      OpStats
-	// Unanswered counts the calls that reached their deadline without the
-	// cluster's answer (ErrUnavailable); NeverAnswered, those of them made
-	// before the cluster had answered this Client at all: no connection (a
-	// replica full of clients, a wrong address or cluster ID).
-	Unanswered, NeverAnswered uint64
-	// Reconnects counts the new TigerBeetle clients a Client opened because
-	// the cluster evicted its session (see Dial).
-	Reconnects uint64
-	// LocalDenials counts decisions denied on the view of a user known to
-	// be drained, without any I/O.
-	LocalDenials uint64
-	// LeaseAdmissions counts decisions admitted from a lease (WithLeases),
-	// without any I/O.
-	LeaseAdmissions uint64
-}
+// the decisions it took without sending anything:
+//   - CreateAccounts, CreateTransfers, LookupAccounts, LookupTransfers,
+//     GetAccountTransfers, QueryAccounts, QueryTransfers: an OpStats per
+//     operation sent;
+//   - Unanswered: the calls that reached their deadline without the
+//     cluster's answer (ErrUnavailable); NeverAnswered, those of them made
+//     before the cluster had answered this Client at all: no connection (a
+//     replica full of clients, a wrong address or cluster ID);
+//   - Reconnects: the new TigerBeetle clients it opened because the cluster
+//     evicted its session (see Dial);
+//   - LocalDenials: decisions denied on the view of a user known to be
+//     drained, and LeaseAdmissions: decisions admitted from a lease
+//     (WithLeases), both without any I/O.
+//
+// It is the type in which the Client's connection counts (an alias), so
+// that its counts are returned as they are rather than copied field by
+// field; ledger/embedded and ledger/simnet have Stats of their own, which
+// count what an engine served and stores, and what a modelled network
+// carried.
+type Stats = conn.Stats
 
 // Stats returns what c has sent so far.
 func (c *Client) Stats() Stats {
 	s := c.conn.Stats()
-	return Stats{
-		CreateAccounts:      OpStats(s.CreateAccounts),
-		CreateTransfers:     OpStats(s.CreateTransfers),
-		LookupAccounts:      OpStats(s.LookupAccounts),
-		LookupTransfers:     OpStats(s.LookupTransfers),
-		GetAccountTransfers: OpStats(s.GetAccountTransfers),
-		QueryAccounts:       OpStats(s.QueryAccounts),
-		QueryTransfers:      OpStats(s.QueryTransfers),
-		Unanswered:          s.Unanswered,
-		NeverAnswered:       s.NeverAnswered,
-		Reconnects:          s.Reconnects,
-		LocalDenials:        c.localDenials.load(),
-		LeaseAdmissions:     c.leaseAdmissions.Load(),
-	}
+	s.LocalDenials, s.LeaseAdmissions = c.localDenials.load(), c.leaseAdmissions.Load()
+	return s
 }
 
 // counter is a count that many goroutines add to at once, as every local

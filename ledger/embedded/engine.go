@@ -72,7 +72,9 @@ type OpStats struct {
 }
 
 // Stats describes an engine's work and contents. Requests refused with an
-// error (closed engine, too much data) are not counted.
+// error (closed engine, too much data) are not counted. It is not
+// ledger.Stats: that counts what a Client sent, this what the engine
+// served (every operation, from every client) and what it stores.
 type Stats struct {
 	CreateAccounts      OpStats
 	CreateTransfers     OpStats

@@ -9,7 +9,10 @@ type OpStats struct {
 	Events   uint64 // events the requests carried: accounts, transfers, IDs or filters
 }
 
-// Stats describes what a Client sent.
+// Stats describes what a Client sent through the modelled network: its
+// calls, the requests that carried them, their time in flight and the
+// faults injected, which ledger.Stats (what a ledger.Client asked) does
+// not count.
 type Stats struct {
 	// Ops are indexed by operation: Ops[CreateTransfers].
 	Ops [opCount]OpStats

@@ -7,14 +7,19 @@ import (
 )
 
 // OpStats counts the calls made for one TigerBeetle operation and the
-// events (accounts, transfers, IDs or filters) they carried.
+// events (accounts, transfers, IDs or filters) they carried. A real
+// TigerBeetle client may pack several concurrent calls into one request,
+// so Requests is an upper bound on what the cluster received.
 type OpStats struct {
 	Requests uint64
 	Events   uint64
 }
 
 // Stats counts what a Conn sent, by operation, and how the cluster
-// answered.
+// answered; and, counted by the ledger.Client above it, the decisions it
+// took without sending anything. It is ledger.Stats (an alias), declared
+// here once so that a Conn's counts are returned as they are, not copied
+// field by field into another type.
 type Stats struct {
 	CreateAccounts      OpStats
 	CreateTransfers     OpStats
@@ -28,8 +33,16 @@ type Stats struct {
 	// ever answered this Conn (no connection: see ErrUnavailable).
 	Unanswered, NeverAnswered uint64
 	// Reconnects counts the new clients opened after the cluster evicted
-	// the session of the one before.
+	// the session of the one before (see ledger.Dial).
 	Reconnects uint64
+	// LocalDenials counts decisions denied on the view of a user known to
+	// be drained, without any I/O. The ledger.Client counts them: 0 in
+	// what Conn.Stats returns.
+	LocalDenials uint64
+	// LeaseAdmissions counts decisions admitted from a lease
+	// (ledger.WithLeases), without any I/O. The ledger.Client counts them:
+	// 0 in what Conn.Stats returns.
+	LeaseAdmissions uint64
 }
 
 // Stats returns what c has sent so far.
