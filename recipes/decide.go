@@ -129,10 +129,8 @@ func prepare(ctx context.Context, members []member, shadow bool) ([]PolicyResult
 			if n := m.limits[p.Name]; n != 0 {
 				limit = n
 			}
-			pr := PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window, Key: key,
-				Amount: amount, Shadow: inShadow}
-			pr.Decision.Limit = cmp.Or(limit, r.DefaultLimit)
-			policies = append(policies, pr)
+			policies = append(policies, PolicyResult{Limiter: m.l.Name(), Policy: p.Name, Unit: p.Unit, Window: r.Window,
+				Key: key, Amount: amount, Shadow: inShadow, Decision: ledger.NotAsked(cmp.Or(limit, r.DefaultLimit))})
 			parts = append(parts, ledger.Part{Resource: r, Request: ledger.Request{User: key, Amount: amount, Limit: limit}})
 			takes = takes || amount > 0
 		}
