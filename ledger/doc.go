@@ -102,8 +102,8 @@ package ledger
 //     LeaseAdmissions) added; its doc comment lists the fields for callers,
 //     whose own docs are in package conn.
 //   - Code that looks repeated and stays so: the String methods of Reason
-//     and End (and Kind, OnUnavailable) are a switch each, which names every constant beside
-//     its text where a table by position would go wrong silently when a
-//     constant is added; classify and classifyEnd are two switches over
+//     and End (and Kind, OnUnavailable) are a switch each, which names
+//     every constant beside its text where a table by position would go
+//     wrong silently when a constant is added; classify and classifyEnd are two switches over
 //     the same statuses because a status means one thing for a hold and
 //     another for its post or void.

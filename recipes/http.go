@@ -12,8 +12,10 @@ import (
 	"github.com/tblimit/tblimit/ledger"
 )
 
-// Allower is a limiter an HTTP middleware can ask: RequestRate and
-// Bandwidth are Allowers.
+// Allower is a limiter an HTTP middleware can ask: RequestRate, Bandwidth
+// and Limiter are Allowers, and so is a rate limit service's client
+// (service/ratelimit's Limiter). The Result's policies are the RateLimit
+// fields the middleware writes.
 type Allower interface {
 	AllowN(ctx context.Context, key string, n uint64) (Result, error)
 }

@@ -50,3 +50,7 @@ func TestResultTightest(t *testing.T) {
 		}
 	}
 }
+
+// The limiters of the package all answer with a Result, and an HTTP
+// middleware can ask each of them.
+var _ = []recipes.Allower{(*recipes.RequestRate)(nil), (*recipes.Bandwidth)(nil), (*recipes.Limiter)(nil)}
