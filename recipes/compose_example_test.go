@@ -37,7 +37,7 @@ func ExampleLimiter() {
 			panic(err)
 		}
 		fmt.Printf("%d bytes: allowed=%v denied by %q;", size, r.Allowed, r.DeniedBy)
-		for _, p := range r.Policies {
+		for _, p := range r.Policies() {
 			fmt.Printf(" %s %d left", p.Policy, p.Decision.Remaining)
 		}
 		fmt.Println()
@@ -118,7 +118,7 @@ func ExamplePlans() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("%s: limit %d, %d left\n", key, r.Policies[0].Decision.Limit, r.Policies[0].Decision.Remaining)
+		fmt.Printf("%s: limit %d, %d left\n", key, r.Policies()[0].Decision.Limit, r.Policies()[0].Decision.Remaining)
 	}
 	// Output:
 	// fred: limit 10, 9 left

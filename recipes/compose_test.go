@@ -58,8 +58,8 @@ func checkStep(t *testing.T, i int, s step, r recipes.Result, err error) {
 		t.Fatalf("step %d: AllowCost(%+v) = allowed %v denied by %q, want %v, %q (%+v)", i, s.cost, r.Allowed, r.DeniedBy, s.allowed, s.deniedBy, r)
 	}
 	for j, want := range s.remaining {
-		if p := r.Policies[j]; !p.Skipped() && p.Decision.Remaining != want {
-			t.Fatalf("step %d: policy %s: Remaining = %d, want %d (%+v)", i, p.Policy, p.Decision.Remaining, want, r.Policies)
+		if p := r.Policies()[j]; !p.Skipped() && p.Decision.Remaining != want {
+			t.Fatalf("step %d: policy %s: Remaining = %d, want %d (%+v)", i, p.Policy, p.Decision.Remaining, want, r.Policies())
 		}
 	}
 	if !r.Allowed && (r.RetryAfter == 0 || r.Reason != ledger.LimitExceeded) {
@@ -105,8 +105,8 @@ func TestLimiterSeveralLimits(t *testing.T) {
 			r, err := l.AllowCost(ctx, "alice", s.cost)
 			checkStep(t, i, s, r, err)
 			if i == 2 {
-				if r.RetryAfter > short || r.Policies[1].Decision.Reason != ledger.Admitted {
-					t.Fatalf("denied: RetryAfter %v (want at most %v), per-minute %v (want admitted: it would have fitted)", r.RetryAfter, short, r.Policies[1].Decision.Reason)
+				if r.RetryAfter > short || r.Policies()[1].Decision.Reason != ledger.Admitted {
+					t.Fatalf("denied: RetryAfter %v (want at most %v), per-minute %v (want admitted: it would have fitted)", r.RetryAfter, short, r.Policies()[1].Decision.Reason)
 				}
 			}
 		}
@@ -123,8 +123,8 @@ func TestLimiterSeveralLimits(t *testing.T) {
 		for i, s := range steps {
 			r, err := l.AllowCost(ctx, "alice", s.cost)
 			checkStep(t, i+3, s, r, err)
-			if s.cost.Bytes == 0 && (!r.Policies[2].Skipped() || r.Policies[2].Decision.Limit != 1000) {
-				t.Fatalf("no bytes: bytes policy %+v, want skipped with its limit", r.Policies[2])
+			if s.cost.Bytes == 0 && (!r.Policies()[2].Skipped() || r.Policies()[2].Decision.Limit != 1000) {
+				t.Fatalf("no bytes: bytes policy %+v, want skipped with its limit", r.Policies()[2])
 			}
 		}
 		r, err := l.AllowCost(ctx, "alice", recipes.Cost{Requests: 1, Bytes: 1001})
@@ -193,8 +193,8 @@ func TestStackAllOrNothing(t *testing.T) {
 			if err != nil || r.Allowed != (s2.deniedBy == "") || r.DeniedBy != s2.deniedBy {
 				t.Fatalf("decision %d (%v) = %+v, %v; want denied by %q", i, s2.in, r, err, s2.deniedBy)
 			}
-			if len(r.Policies) != 3 {
-				t.Fatalf("decision %d: %d policies, want 3", i, len(r.Policies))
+			if len(r.Policies()) != 3 {
+				t.Fatalf("decision %d: %d policies, want 3", i, len(r.Policies()))
 			}
 			if d := c.Stats().CreateTransfers.Requests - before.Requests; i == 1 && d != 1 { // every key seen before: one chain
 				t.Fatalf("decision %d: %d create requests, want one chain", i, d)
@@ -272,7 +272,7 @@ func TestPlans(t *testing.T) {
 		if u, _ := l.Peek(ctx, "frank"); u[0].Limit != 4 {
 			t.Fatalf("frank: limit %d before his next decision, want 4 still", u[0].Limit)
 		}
-		if r, err := l.Allow(ctx, "frank"); err != nil || !r.Allowed || r.Policies[0].Decision.Limit != 2 {
+		if r, err := l.Allow(ctx, "frank"); err != nil || !r.Allowed || r.Policies()[0].Decision.Limit != 2 {
 			t.Fatalf("frank's next decision = %+v, %v; want allowed under his plan's 2", r, err)
 		}
 	})
@@ -349,7 +349,7 @@ func TestShadow(t *testing.T) {
 			}
 		}
 		r, err := trial.Allow(ctx, "k")
-		if err != nil || !r.Allowed || !slices.Equal(r.ShadowDenied, []string{"trial"}) || r.Policies[0].Decision.Allowed {
+		if err != nil || !r.Allowed || !slices.Equal(r.ShadowDenied, []string{"trial"}) || r.Policies()[0].Decision.Allowed {
 			t.Fatalf("shadow limiter = %+v, %v; want allowed, shadow-denied, nothing taken", r, err)
 		}
 	})
@@ -459,7 +459,7 @@ func TestPolicyCountsWhatItsLimitSays(t *testing.T) {
 			t.Errorf("a Bytes limit's policy counts %v, want content-bytes", p.Unit)
 		}
 		r, err := l.AllowCost(context.Background(), "k", recipes.Cost{Requests: 1, Bytes: 900})
-		if err != nil || !r.Allowed || r.Policies[0].Decision.Remaining != 100 {
+		if err != nil || !r.Allowed || r.Policies()[0].Decision.Remaining != 100 {
 			t.Errorf("AllowCost(1 request, 900 bytes) = %+v, %v; want allowed with 100 bytes left", r, err)
 		}
 	})
@@ -580,7 +580,7 @@ func TestStackProperty(t *testing.T) {
 				return
 			}
 			admitted++
-			for _, p := range r.Policies {
+			for _, p := range r.Policies() {
 				if !p.Skipped() {
 					a := account{p.Policy, p.Key}
 					got[a] = taken{got[a].holds + 1, got[a].units + p.Amount}

@@ -60,7 +60,7 @@ func (r Result) RateLimitFields() (policy, state string) {
 // items are the header items of r's enforcing policies.
 func (r Result) items() []policyItem {
 	var items []policyItem
-	for _, p := range r.Policies {
+	for _, p := range r.Policies() {
 		if p.Shadow || r.Reason == ledger.Unavailable {
 			continue
 		}

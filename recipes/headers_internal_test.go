@@ -15,7 +15,7 @@ func TestRateLimitFields(t *testing.T) {
 	admitted := func(limit, remaining uint64, resetAfter time.Duration) ledger.Decision {
 		return ledger.Decision{Allowed: true, Reason: ledger.Admitted, Limit: limit, Remaining: remaining, ResetAfter: resetAfter}
 	}
-	writeRateLimit(h, Result{Allowed: true, Reason: ledger.Admitted, Policies: []PolicyResult{
+	writeRateLimit(h, Result{Allowed: true, Reason: ledger.Admitted, policies: []PolicyResult{
 		{Policy: "huge", Window: 49710 * 24 * time.Hour, Amount: 1, Decision: admitted(1<<63-1, 1<<62, 1500*time.Millisecond)},
 		{Policy: `odd"na\me`, Unit: ContentBytes, Window: time.Minute, Decision: ledger.Decision{Limit: 7}}, // skipped: no state
 		{Policy: "slots", Unit: ConcurrentRequests, Amount: 1, Decision: admitted(8, 3, time.Hour)},         // no t while admitted

@@ -215,7 +215,7 @@ func Deny(w http.ResponseWriter, res Result) {
 // than a bytes policy's whole limit (waiting would not help, whatever else
 // denied it), else 429.
 func deny(w http.ResponseWriter, res Result) {
-	for _, p := range res.Policies {
+	for _, p := range res.Policies() {
 		if !p.Shadow && p.Unit == ContentBytes && p.Decision.Reason == ledger.LimitExceeded && p.Decision.RetryAfter < 0 {
 			http.Error(w, "content larger than the limit", http.StatusRequestEntityTooLarge)
 			return

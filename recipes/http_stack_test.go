@@ -59,7 +59,7 @@ func checkRateLimitHeaders(t *testing.T, h http.Header, res recipes.Result) {
 	}
 	param := func(it httpsfv.Item, name string) (any, bool) { return it.Params.Get(name) }
 	var want, wantStates []recipes.PolicyResult
-	for _, p := range res.Policies {
+	for _, p := range res.Policies() {
 		if !p.Shadow {
 			want = append(want, p)
 			if !p.Skipped() {
@@ -237,7 +237,7 @@ func TestStackMiddlewareEndToEnd(t *testing.T) {
 			}
 			res := last.get()
 			checkRateLimitHeaders(t, resp.Header, res)
-			if step.code == 429 && (res.DeniedBy != "route" || resp.Header.Get("Retry-After") == "" || len(res.Policies) != 3) {
+			if step.code == 429 && (res.DeniedBy != "route" || resp.Header.Get("Retry-After") == "" || len(res.Policies()) != 3) {
 				t.Fatalf("429: %+v, Retry-After %q; want denied by route", res, resp.Header.Get("Retry-After"))
 			}
 		}
@@ -356,7 +356,7 @@ func TestShadowNeverFails(t *testing.T) {
 				t.Fatalf("X-Api-Key %q: %d from a policy in shadow mode, want 200", apiKey, code)
 			}
 			res := last.get()
-			if !res.Allowed || len(res.ShadowFailed) != 1 || res.ShadowFailed[0] != "apikey" || res.Policies[0].Decision.Remaining != 99 {
+			if !res.Allowed || len(res.ShadowFailed) != 1 || res.ShadowFailed[0] != "apikey" || res.Policies()[0].Decision.Remaining != 99 {
 				t.Fatalf("X-Api-Key %q: %+v; want allowed, the ip policy taken once, apikey left out", apiKey, res)
 			}
 			waitPeek(t, b, perIP, "192.0.2.1", []uint64{1})
@@ -520,7 +520,7 @@ func TestStackMiddlewareOptions(t *testing.T) {
 			res, ok := recipes.ResultOf(r)
 			if exempt := r.Header.Get("X-Api-Key") == "ops"; exempt == ok {
 				t.Errorf("ResultOf in the handler, exempt %v: found %v", exempt, ok)
-			} else if !exempt && (!res.Allowed || len(res.Policies) != 1 || res.Policies[0].Policy != "customer") {
+			} else if !exempt && (!res.Allowed || len(res.Policies()) != 1 || res.Policies()[0].Policy != "customer") {
 				t.Errorf("ResultOf in the handler = %+v, %v; want the admitted Result of the customer policy", res, ok)
 			}
 			// The merchant is in the body: decided here.

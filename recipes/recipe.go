@@ -58,7 +58,7 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 // key: a Result of one policy, the recipe's, named after its resource.
 func (l *recipe) result(key string, amount uint64, d ledger.Decision) Result {
 	p := PolicyOf(ledger.Part{Resource: l.res, Request: ledger.Request{User: key, Amount: amount}}, d)
-	return NewResult(d.Allowed, d.Reason, []PolicyResult{p})
+	return resultOf(p)
 }
 
 // Resource returns the limit's definition in the ledger.

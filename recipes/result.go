@@ -51,9 +51,12 @@ type Result struct {
 	// every policy decided is in shadow mode) the cluster did not answer.
 	// A policy in shadow mode never fails a request.
 	ShadowFailed []string
-	// Policies has a PolicyResult per policy, in the order of the limiters
-	// and their policies.
-	Policies []PolicyResult
+	// policies has a PolicyResult per policy, in the order of the limiters
+	// and their policies (see Policies); nil for a single-limit recipe's,
+	// whose one policy is one (and single set).
+	policies []PolicyResult
+	one      [1]PolicyResult
+	single   bool
 	// Limit, Remaining and ResetAfter are the tightest enforcing policy's
 	// (see ledger.Decision): the first that refused when the limit denied
 	// the request, else the one with the least of its limit left; zero
@@ -85,25 +88,52 @@ func NewResult(allowed bool, reason ledger.Reason, policies []PolicyResult) Resu
 // newResult is NewResult of a chain that left out failed, policies in
 // shadow mode it could not decide (ShadowFailed).
 func newResult(allowed bool, reason ledger.Reason, policies []PolicyResult, failed []string) Result {
-	res := Result{Allowed: allowed, Reason: reason, ShadowFailed: failed, Policies: policies}
+	res := Result{Allowed: allowed, Reason: reason, ShadowFailed: failed, policies: policies}
+	res.summarize(policies)
+	return res
+}
+
+// resultOf is the Result of a single-limit recipe's decision on its one
+// policy p. It keeps p in the Result itself: a decision of a single-limit
+// recipe allocates nothing for its answer.
+func resultOf(p PolicyResult) Result {
+	res := Result{Allowed: p.Decision.Allowed, Reason: p.Decision.Reason, one: [1]PolicyResult{p}, single: true}
+	res.summarize(res.Policies())
+	return res
+}
+
+// Policies returns a PolicyResult per policy decided, in the order of the
+// limiters and their policies: one for a single-limit recipe (RequestRate,
+// Bandwidth, MoneyPerWindow). The slice is r's own: a copy of r made later
+// has its own.
+func (r *Result) Policies() []PolicyResult {
+	if r.single {
+		return r.one[:]
+	}
+	return r.policies
+}
+
+// summarize works out r's DeniedBy, RetryAfter, ShadowDenied and the
+// tightest policy's numbers from policies, r's (see NewResult).
+func (r *Result) summarize(policies []PolicyResult) {
+	allowed, reason := r.Allowed, r.Reason
 	denier := -1
 	for i, p := range policies {
 		switch {
 		case p.Decision.Reason != ledger.LimitExceeded:
 		case p.Shadow:
-			res.ShadowDenied = append(res.ShadowDenied, p.Policy)
+			r.ShadowDenied = append(r.ShadowDenied, p.Policy)
 		case !allowed && reason == ledger.LimitExceeded:
 			if denier < 0 {
-				denier, res.DeniedBy = i, p.Policy
+				denier, r.DeniedBy = i, p.Policy
 			}
-			res.RetryAfter = laterRetry(res.RetryAfter, p.Decision.RetryAfter)
+			r.RetryAfter = laterRetry(r.RetryAfter, p.Decision.RetryAfter)
 		}
 	}
 	if i := tightest(policies, denier); i >= 0 {
 		d := policies[i].Decision
-		res.Limit, res.Remaining, res.ResetAfter, res.ID, res.Timestamp = d.Limit, d.Remaining, d.ResetAfter, d.ID, d.Timestamp
+		r.Limit, r.Remaining, r.ResetAfter, r.ID, r.Timestamp = d.Limit, d.Remaining, d.ResetAfter, d.ID, d.Timestamp
 	}
-	return res
 }
 
 // tightest is the index of the tightest enforcing policy decided: denier,

@@ -273,7 +273,7 @@ func (s *Service) chain(ctx context.Context, items []item) (recipes.Result, erro
 		if it.part < 0 {
 			continue
 		}
-		p := res.Policies[it.part]
+		p := res.Policies()[it.part]
 		p.Policy = it.rule.display
 		s.settle(it, p.Decision, detailDecision)
 		shown = append(shown, p)

@@ -633,7 +633,7 @@ descriptors:
 		ctx := context.Background()
 		for i, want := range []uint64{1, 0} {
 			r, err := l.Allow(ctx, "acme")
-			if err != nil || !r.Allowed || len(r.Policies) != 1 || r.Policies[0].Decision.Remaining != want || r.Policies[0].Policy != "per-customer" {
+			if err != nil || !r.Allowed || len(r.Policies()) != 1 || r.Policies()[0].Decision.Remaining != want || r.Policies()[0].Policy != "per-customer" {
 				t.Fatalf("Allow %d = %+v, %v; want allowed with %d remaining on per-customer", i, r, err, want)
 			}
 		}
