@@ -40,7 +40,7 @@ func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64
 // an order or payment number.
 func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (Result, error) {
 	d, err := m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
-	return m.result(from, amount, d), err
+	return m.result(from, amount, &d), err
 }
 
 // Fund credits amount to user key's account on the currency ledger.

@@ -27,8 +27,9 @@ type Config struct {
 // Limiter is the composable form: several policies per key; a recipe is a
 // limiter of one policy, and answers with a Result as a Limiter does.
 type recipe struct {
-	c   *ledger.Client
-	res ledger.Resource
+	c    *ledger.Client
+	res  ledger.Resource
+	unit Unit
 }
 
 // newRecipe returns the recipe of limit l in cfg, counting unit (which
@@ -51,14 +52,22 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 	if err := res.Validate(); err != nil {
 		return recipe{}, err
 	}
-	return recipe{c: c, res: res}, nil
+	return recipe{c: c, res: res, unit: unit}, nil
 }
 
 // result is the Result of d, the recipe's decision on amount units for
 // key: a Result of one policy, the recipe's, named after its resource.
-func (l *recipe) result(key string, amount uint64, d ledger.Decision) Result {
-	p := PolicyOf(ledger.Part{Resource: l.res, Request: ledger.Request{User: key, Amount: amount}}, d)
-	return resultOf(p)
+// Its one PolicyResult is PolicyOf's, kept in the Result itself (see
+// Result.Policies) and made in place: the answer is large, and copying it
+// took a tenth of a decision's time.
+func (l *recipe) result(key string, amount uint64, d *ledger.Decision) (res Result) {
+	res.Allowed, res.Reason, res.single = d.Allowed, d.Reason, true
+	p := &res.one[0]
+	p.Limiter, p.Policy, p.Unit, p.Window = l.res.Name, l.res.Name, l.unit, l.res.Window
+	p.Key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
+	p.Amount, p.Decision = amount, *d
+	res.summarize(res.one[:])
+	return res
 }
 
 // Resource returns the limit's definition in the ledger.
@@ -104,7 +113,7 @@ func (l *recipe) Reset(ctx context.Context, key string) (int, error) {
 // allowN decides n units for user key (see RequestRate.AllowN).
 func (l *recipe) allowN(ctx context.Context, key string, n uint64) (Result, error) {
 	d, err := l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})
-	return l.result(key, n, d), err
+	return l.result(key, n, &d), err
 }
 
 // waitN blocks until user key is admitted n units (see Limiter.WaitCost).

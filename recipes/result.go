@@ -93,15 +93,6 @@ func newResult(allowed bool, reason ledger.Reason, policies []PolicyResult, fail
 	return res
 }
 
-// resultOf is the Result of a single-limit recipe's decision on its one
-// policy p. It keeps p in the Result itself: a decision of a single-limit
-// recipe allocates nothing for its answer.
-func resultOf(p PolicyResult) Result {
-	res := Result{Allowed: p.Decision.Allowed, Reason: p.Decision.Reason, one: [1]PolicyResult{p}, single: true}
-	res.summarize(res.Policies())
-	return res
-}
-
 // Policies returns a PolicyResult per policy decided, in the order of the
 // limiters and their policies: one for a single-limit recipe (RequestRate,
 // Bandwidth, MoneyPerWindow). The slice is r's own: a copy of r made later
