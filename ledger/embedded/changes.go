@@ -59,7 +59,7 @@ func (a *acct) events() int { return a.debits.len() + a.credits.len() + a.expire
 // include an event that just happened, if it is due one.
 func (a *acct) noteEvent() {
 	if a.events()%ckptEvery == 0 {
-		a.ckpts = append(a.ckpts, ckpt{
+		a.ckpts.push(ckpt{
 			d:        uint32(a.debits.len()),
 			c:        uint32(a.credits.len()),
 			x:        uint32(a.expired.len()),
@@ -72,11 +72,13 @@ func (a *acct) noteEvent() {
 // dropCkpts removes the checkpoints of events rolled back.
 func (a *acct) dropCkpts() {
 	n := a.events()
-	for k := len(a.ckpts) - 1; k >= 0; k-- {
-		if c := &a.ckpts[k]; int(c.d+c.c+c.x) <= n {
+	// Only those in memory can be rolled back: those in a store are older
+	// than the request.
+	for k := a.ckpts.len() - 1; k >= int(a.ckpts.base); k-- {
+		if c := a.ckpts.at(k); int(c.d+c.c+c.x) <= n {
 			break
 		}
-		a.ckpts = a.ckpts[:len(a.ckpts)-1]
+		a.ckpts.truncate(k)
 	}
 }
 
@@ -106,6 +108,10 @@ func (s *state) expireOne(idx uint32) {
 	dr.noteEvent()
 	cr.expired.push(e)
 	cr.noteEvent()
+	if s.st != nil {
+		s.st.touchAccount(p.dr)
+		s.st.touchAccount(p.cr)
+	}
 }
 
 // changeEvents returns the change events that match f, in timestamp order,
@@ -203,6 +209,8 @@ func (s *state) changeOf(i uint32) tb.ChangeEvent {
 // as they were right after the event; upTo tells how many of an account's
 // debits, credits and expiries that is.
 func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a *acct) (d, c, x int)) {
+	s.loadLists(dr)
+	s.loadLists(cr)
 	a := &s.accounts[dr]
 	d, c, x := upTo(a)
 	b, flags := s.balanceAfter(dr, d, c, x)
@@ -248,7 +256,7 @@ func (s *state) balanceAfter(ai uint32, d, c, x int) (balances, uint16) {
 	flags := a.flags0
 	i, j, k := 0, 0, 0
 	if n := (d + c + x) / ckptEvery; n > 0 {
-		ck := &a.ckpts[n-1]
+		ck := a.ckpts.at(n - 1)
 		b, flags = ck.balances, ck.flags
 		i, j, k = int(ck.d), int(ck.c), int(ck.x)
 	}

@@ -34,6 +34,11 @@ type Engine struct {
 	issued atomic.Uint64 // last, readable without the lock
 	st     *state
 	stats  Stats
+
+	// Settings only Open reads.
+	cacheSize     int64
+	progress      func(done, total int64)
+	noCheckpoints bool // tests: the journal keeps every request
 }
 
 // Option configures an Engine.
@@ -50,6 +55,22 @@ func WithClock(c Clock) Option {
 			e.clock, e.sys = c, nil
 		}
 	}
+}
+
+// WithCacheSize sets how many bytes of stored transfers, expiries and
+// Pebble blocks a File opened with Open keeps in memory besides what is
+// live (accounts, pending transfers, what changed since the last
+// checkpoint); the default is 64 MiB. New ignores it.
+func WithCacheSize(bytes int64) Option {
+	return func(e *Engine) { e.cacheSize = bytes }
+}
+
+// WithProgress has Open call f as it applies a journal's records to its
+// store (the one-time conversion of a journal written before stores, or
+// the requests since the last checkpoint after a crash): done of total
+// bytes. New ignores it.
+func WithProgress(f func(done, total int64)) Option {
+	return func(e *Engine) { e.progress = f }
 }
 
 // New returns an empty engine: no accounts, no transfers.

@@ -5,11 +5,13 @@ package embedded
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,6 +157,12 @@ type File struct {
 	replayed int64
 	loaded   time.Duration
 
+	st        *store
+	lastTime  uint64 // the time of the last record applied
+	ckptBytes int64  // journal bytes between checkpoints
+	progress  func(done, total int64)
+	keep      bool // never checkpoint (tests)
+
 	// syncMu is held while the journal is fsynced; synced is the offset up
 	// to which it is known durable (syncMu). Taken before mu, never after.
 	syncMu sync.Mutex
@@ -220,21 +228,122 @@ func Open(path string, opts ...Option) (*File, error) {
 	real := New(opts...)
 	clock := NewManualClock(time.Unix(0, 0))
 	j := &File{
-		path:  path,
-		eng:   New(append(slices.Clip(opts), WithClock(clock))...),
-		clock: clock,
-		real:  real,
-		f:     f,
+		path:      path,
+		eng:       New(append(slices.Clip(opts), WithClock(clock))...),
+		clock:     clock,
+		real:      real,
+		f:         f,
+		ckptBytes: checkpointBytes,
+		progress:  real.progress,
+		keep:      real.noCheckpoints,
+	}
+	if j.keep {
+		j.ckptBytes = math.MaxInt64
 	}
 	start := time.Now()
-	if err := j.load(); err != nil {
+	err = j.load(cmp.Or(real.cacheSize, defaultCacheSize))
+	if err == nil {
+		j.replayed, j.loaded = j.end, time.Since(start)
+		j.synced = j.end // what it read is what the file holds
+		if j.end > fileHeaderSize && !j.keep {
+			// Next time, start from the store alone.
+			j.syncMu.Lock()
+			j.mu.Lock()
+			err = j.checkpoint(true)
+			j.mu.Unlock()
+			j.syncMu.Unlock()
+		}
+	}
+	if err != nil {
+		if j.st != nil {
+			j.st.close()
+		}
 		unlockAndClose(f)
 		j.eng.Close()
 		return nil, err
 	}
-	j.replayed, j.loaded = j.end, time.Since(start)
-	j.synced = j.end // what it read is what the file holds
 	return j, nil
+}
+
+// StorePath returns the directory of the store of the journal at path.
+func StorePath(path string) string { return path + ".store" }
+
+const (
+	// checkpointBytes is how much journal a File writes between two
+	// checkpoints of its store: what a start after a crash replays.
+	checkpointBytes = 16 << 20
+	// defaultCacheSize is the default of WithCacheSize.
+	defaultCacheSize = 64 << 20
+)
+
+// openStore opens the journal's store and loads the state it holds.
+func (j *File) openStore(cache int64) error {
+	st, err := openStore(StorePath(j.path), cache)
+	if err != nil {
+		return err
+	}
+	j.st = st
+	t, err := j.eng.attach(st)
+	if err != nil {
+		return fmt.Errorf("%s: %w", StorePath(j.path), err)
+	}
+	j.lastTime = t
+	return nil
+}
+
+// checkpoint writes what changed since the last checkpoint to the store;
+// with cut, the journal, all of whose records the store then holds, is
+// cut back to its header. j.syncMu and j.mu are held.
+func (j *File) checkpoint(cut bool) (err error) {
+	if j.failed != nil {
+		return j.failed
+	}
+	defer j.guard(&err)
+	if err := j.eng.checkpointAt(j.lastTime); err != nil {
+		return j.fail(err)
+	}
+	if !cut {
+		return nil
+	}
+	if err := j.f.Truncate(fileHeaderSize); err != nil {
+		return j.fail(err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return j.fail(err)
+	}
+	j.end, j.synced, j.records = fileHeaderSize, fileHeaderSize, 0
+	return nil
+}
+
+// maybeCheckpoint checkpoints once the journal has grown past
+// ckptBytes. A failure fails the File (see ErrJournalFailed), not the
+// request that returns, which is durable already.
+func (j *File) maybeCheckpoint() {
+	j.mu.Lock()
+	due := j.end-fileHeaderSize >= j.ckptBytes && !j.closed
+	j.mu.Unlock()
+	if !due {
+		return
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.end-fileHeaderSize >= j.ckptBytes && !j.closed {
+		_ = j.checkpoint(true)
+	}
+}
+
+// guard turns a failure to read the store, raised inside the engine, into
+// the File's failure. j.mu is held.
+func (j *File) guard(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(storeFault)
+		if !ok {
+			panic(r)
+		}
+		*err = j.fail(f.err)
+	}
 }
 
 // Size returns the journal's length in bytes: what the next Open replays.
@@ -314,10 +423,17 @@ func (j *File) Close() {
 	if j.closed {
 		return
 	}
-	j.closed = true
-	j.eng.Close()
+	if j.failed == nil && j.end > fileHeaderSize && !j.keep {
+		// Best effort (nothing waits for it): the journal holds the requests.
+		_ = j.checkpoint(true)
+	}
 	if j.failed == nil && j.synced < j.end {
 		_ = j.f.Sync() // what CreateAccountsDeferred left (best effort: nothing waits for it)
+	}
+	j.closed = true
+	j.eng.Close()
+	if j.st != nil {
+		j.st.close()
 	}
 	unlockAndClose(j.f)
 }
@@ -331,9 +447,9 @@ func unlockAndClose(f *os.File) {
 	f.Close()
 }
 
-// load reads the header, creating it in an empty file, and replays the
-// records.
-func (j *File) load() error {
+// load reads the header, creating it in an empty file, opens the store,
+// and replays the records it does not hold.
+func (j *File) load(cache int64) error {
 	st, err := j.f.Stat()
 	if err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
@@ -364,9 +480,15 @@ func (j *File) load() error {
 		if size > 0 {
 			j.recovered = &Recovery{Path: j.path, Offset: 0, Dropped: size, Reason: "incomplete file header"}
 		}
-		return j.create()
+		if err := j.create(); err != nil {
+			return err
+		}
+		return j.openStore(cache)
 	}
 	j.end = fileHeaderSize
+	if err := j.openStore(cache); err != nil {
+		return err
+	}
 	return j.replay(size)
 }
 
@@ -421,9 +543,12 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// replay applies every record from j.end to size, then cuts a torn tail or
-// refuses a corrupt journal.
-func (j *File) replay(size int64) error {
+// replay applies every record from j.end to size that the store does not
+// hold yet, then cuts a torn tail or refuses a corrupt journal.
+func (j *File) replay(size int64) (err error) {
+	defer j.guard(&err)
+	walTime := j.lastTime
+	prev, sinceCkpt, reported := uint64(0), int64(0), int64(0)
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, j.end, size-j.end), 1<<20)
 	var head [recordHeaderSize]byte
 	var payload []byte
@@ -445,8 +570,18 @@ func (j *File) replay(size int64) error {
 		if recordCRC(head[:], payload) != rec.crc {
 			return j.damaged(off, size, "checksum mismatch")
 		}
-		if last := uint64(j.eng.Now().UnixNano()); rec.time <= last {
+		if rec.time <= prev {
 			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d: the journal is out of order; refusing to open it",
+				ErrCorrupt, j.path, off, rec.time, prev)
+		}
+		prev = rec.time
+		j.end += recordHeaderSize + int64(rec.length)
+		j.records++
+		if rec.time <= walTime {
+			continue // the store holds it: a checkpoint's cut never happened
+		}
+		if last := uint64(j.eng.Now().UnixNano()); rec.time <= last {
+			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d, the store's clock: the journal and the store do not belong together; refusing to open them",
 				ErrCorrupt, j.path, off, rec.time, last)
 		}
 		j.clock.Set(time.Unix(0, int64(rec.time)))
@@ -469,8 +604,22 @@ func (j *File) replay(size int64) error {
 		if err != nil {
 			return fmt.Errorf("embedded: %s: replaying the record at offset %d: %w", j.path, off, err)
 		}
-		j.end += recordHeaderSize + int64(rec.length)
-		j.records++
+		j.lastTime = rec.time
+		j.eng.trim()
+		if sinceCkpt += recordHeaderSize + int64(rec.length); sinceCkpt >= j.ckptBytes {
+			// Memory stays bounded however long the journal.
+			if err := j.eng.checkpointAt(j.lastTime); err != nil {
+				return err
+			}
+			sinceCkpt = 0
+		}
+		if j.progress != nil && j.end-reported >= 1<<20 {
+			j.progress(j.end, size)
+			reported = j.end
+		}
+	}
+	if j.progress != nil && reported > 0 {
+		j.progress(j.end, size)
 	}
 	return nil
 }
@@ -583,6 +732,18 @@ func (j *File) stamp(n int) (uint64, error) {
 	return t, nil
 }
 
+// read runs a read request f at the real clock's time.
+func (j *File) read(f func() error) (err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	defer j.guard(&err)
+	if err := j.tick(); err != nil {
+		return err
+	}
+	defer j.eng.trim()
+	return f()
+}
+
 // tick sets the engine's clock to the real clock's time for a read.
 func (j *File) tick() error {
 	if j.closed {
@@ -672,6 +833,7 @@ func (j *File) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, 
 	if err := j.syncTo(end); err != nil {
 		return nil, err
 	}
+	j.maybeCheckpoint()
 	return res, nil
 }
 
@@ -701,6 +863,7 @@ func (j *File) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 	if err := j.syncTo(end); err != nil {
 		return nil, err
 	}
+	j.maybeCheckpoint()
 	return res, nil
 }
 
@@ -711,12 +874,14 @@ func (j *File) createTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 // record writes a create request of events as record op, then applies it
 // with apply, and returns its results and the offset its record ends at,
 // for syncTo (0 for an empty request, which writes nothing).
-func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), apply func([]E) ([]R, error)) ([]R, int64, error) {
+func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), apply func([]E) ([]R, error)) (res []R, end int64, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	defer j.guard(&err)
 	if err := j.begin(len(events)); err != nil {
 		return nil, 0, err
 	}
+	defer j.eng.trim()
 	if len(events) == 0 {
 		j.clock.Set(j.real.Now())
 		res, err := apply(events)
@@ -735,78 +900,72 @@ func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), app
 		return nil, 0, err
 	}
 	j.clock.Set(time.Unix(0, int64(t)))
-	res, err := apply(events)
+	j.lastTime = t
+	res, err = apply(events)
 	return res, j.end, err
 }
 
 // LookupAccounts is Engine.LookupAccounts at the real clock's time.
-func (j *File) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.LookupAccounts(ids)
+func (j *File) LookupAccounts(ids []tb.Uint128) (out []tb.Account, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.LookupAccounts(ids)
+		return err
+	})
+	return out, err
 }
 
 // LookupTransfers is Engine.LookupTransfers at the real clock's time.
-func (j *File) LookupTransfers(ids []tb.Uint128) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.LookupTransfers(ids)
+func (j *File) LookupTransfers(ids []tb.Uint128) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.LookupTransfers(ids)
+		return err
+	})
+	return out, err
 }
 
 // GetAccountTransfers is Engine.GetAccountTransfers at the real clock's time.
-func (j *File) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetAccountTransfers(filter)
+func (j *File) GetAccountTransfers(filter tb.AccountFilter) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetAccountTransfers(filter)
+		return err
+	})
+	return out, err
 }
 
 // GetAccountBalances is Engine.GetAccountBalances at the real clock's time.
-func (j *File) GetAccountBalances(filter tb.AccountFilter) ([]tb.AccountBalance, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetAccountBalances(filter)
+func (j *File) GetAccountBalances(filter tb.AccountFilter) (out []tb.AccountBalance, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetAccountBalances(filter)
+		return err
+	})
+	return out, err
 }
 
 // QueryAccounts is Engine.QueryAccounts at the real clock's time.
-func (j *File) QueryAccounts(filter tb.QueryFilter) ([]tb.Account, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.QueryAccounts(filter)
+func (j *File) QueryAccounts(filter tb.QueryFilter) (out []tb.Account, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.QueryAccounts(filter)
+		return err
+	})
+	return out, err
 }
 
 // QueryTransfers is Engine.QueryTransfers at the real clock's time.
-func (j *File) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.QueryTransfers(filter)
+func (j *File) QueryTransfers(filter tb.QueryFilter) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.QueryTransfers(filter)
+		return err
+	})
+	return out, err
 }
 
 // GetChangeEvents is Engine.GetChangeEvents at the real clock's time.
-func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetChangeEvents(filter)
+func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) (out []tb.ChangeEvent, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetChangeEvents(filter)
+		return err
+	})
+	return out, err
 }
 
 // Nop does nothing; it fails only once the File is closed.

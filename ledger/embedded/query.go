@@ -40,11 +40,19 @@ func (s *state) putAccount(out *tb.Account, i uint32) {
 	out.Timestamp = a.ts
 }
 
+// transferID returns the ID of transfer i.
+func (s *state) transferID(i uint32) tb.Uint128 {
+	if s.st != nil {
+		return s.transfers.id(i)
+	}
+	return s.transferIDs.key(i)
+}
+
 func (s *state) transfer(i uint32) tb.Transfer {
 	x := s.transfers.at(i)
 	dr := &s.accounts[x.dr]
 	t := tb.Transfer{
-		ID:              s.transferIDs.key(i),
+		ID:              s.transferID(i),
 		DebitAccountID:  dr.id,
 		CreditAccountID: s.accounts[x.cr].id,
 		Amount:          x.amount.TB(),
@@ -58,7 +66,7 @@ func (s *state) transfer(i uint32) tb.Transfer {
 		Timestamp:       x.ts,
 	}
 	if x.flags&tfPostOrVoid != 0 {
-		t.PendingID = s.transferIDs.key(x.pending)
+		t.PendingID = s.transferID(x.pending)
 	}
 	return t
 }
@@ -138,6 +146,7 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 	if !ok {
 		return nil, nil
 	}
+	s.loadLists(ai)
 	a := &s.accounts[ai]
 	// The entries [dFrom, dTo) of a.debits and [cFrom, cTo) of a.credits.
 	var dFrom, dTo, cFrom, cTo int
@@ -215,11 +224,11 @@ func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
 	a, idxs := s.accountTransfers(f)
 	out := make([]tb.AccountBalance, 0, len(idxs))
 	for _, i := range idxs {
-		k := sort.Search(len(a.history), func(k int) bool { return a.history[k].xfer >= i })
-		if k == len(a.history) || a.history[k].xfer != i {
+		k := sort.Search(a.history.len(), func(k int) bool { return a.history.at(k).xfer >= i })
+		if k == a.history.len() || a.history.at(k).xfer != i {
 			continue // unreachable: every transfer of a history account has an entry
 		}
-		h := &a.history[k]
+		h := a.history.at(k)
 		out = append(out, tb.AccountBalance{
 			DebitsPending:  h.dPend.TB(),
 			DebitsPosted:   h.dPost.TB(),

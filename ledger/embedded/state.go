@@ -116,9 +116,9 @@ type acct struct {
 	// pending transfers, ascending.
 	expired idxList
 	// ckpts holds every ckptEvery-th snapshot of its change events.
-	ckpts []ckpt
+	ckpts dlist[ckpt]
 	// history holds one entry per transfer, only with flags.history.
-	history []balance
+	history dlist[balance]
 }
 
 func (a *acct) debitsExceedCredits(amount u128.Uint) bool {
@@ -163,9 +163,12 @@ type state struct {
 	accounts   []acct
 	accountIdx map[tb.Uint128]uint32
 
-	transferIDs idSet     // index i is the ID of transfers.at(i)
+	transferIDs ids       // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order
-	failedIDs   idSet     // IDs of transfers that failed with a transient status
+	failedIDs   ids       // IDs of transfers that failed with a transient status
+
+	// st, when not nil, keeps the state on disk: see store.go.
+	st *store
 
 	// Pending transfers with a timeout wait for their expiry in the queue of
 	// their timeout (most of them), or in the heap once maxQueues timeouts
@@ -279,7 +282,7 @@ func (s *state) expire(now uint64) {
 			sorted = false
 		}
 		due = append(due, expiry{at: at, idx: idx})
-		s.transfers.at(idx).setState(stateExpired)
+		s.transfers.setState(idx, stateExpired)
 	}
 	next := ^uint64(0)
 	for k := range s.queues {
@@ -389,7 +392,7 @@ func (s *state) rollback() {
 			a.balances = u.bal
 			a.flags = u.flags
 		case undoState:
-			s.transfers.at(u.idx).setState(u.state)
+			s.transfers.setState(u.idx, u.state)
 		case undoTransfer:
 			s.removeLastTransfer()
 		case undoAccountNew:
@@ -416,11 +419,11 @@ func (s *state) removeLastTransfer() {
 	cr.credits.pop()
 	dr.dropCkpts()
 	cr.dropCkpts()
-	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
-		dr.history = dr.history[:n-1]
+	if n := dr.history.len(); n > 0 && dr.history.at(n-1).xfer == i {
+		dr.history.truncate(n - 1)
 	}
-	if n := len(cr.history); n > 0 && cr.history[n-1].xfer == i {
-		cr.history = cr.history[:n-1]
+	if n := cr.history.len(); n > 0 && cr.history.at(n-1).xfer == i {
+		cr.history.truncate(n - 1)
 	}
 	if x.flags&tfPending != 0 && x.timeout != 0 {
 		s.unschedule(i, x)
@@ -519,6 +522,9 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 	})
 	if s.chain {
 		s.undoLog = append(s.undoLog, undo{kind: undoAccountNew})
+	}
+	if s.st != nil {
+		s.st.touchAccount(uint32(len(s.accounts) - 1))
 	}
 	return tb.AccountCreated, eventTs
 }
@@ -736,7 +742,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	idx := s.storeTransfer(t, h, amount, eventTs, di, ci)
 	x := s.transfers.at(idx)
 	if pending {
-		x.setState(statePending)
+		s.transfers.setState(idx, statePending)
 		s.pendingCount++
 		dr.dPend, _ = dr.dPend.Add(amount)
 		cr.cPend, _ = cr.cPend.Add(amount)
@@ -761,6 +767,9 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128.Uint, eventTs uint64, di, ci uint32) uint32 {
 	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
+	if s.st != nil {
+		s.transfers.ids[idx>>chunkShift][idx&chunkMask] = t.ID
+	}
 	*x = xfer{
 		amount:  amount,
 		ud64:    t.UserData64,
@@ -788,10 +797,15 @@ func (s *state) index(idx uint32, dr, cr *acct) {
 	cr.credits.push(idx)
 	cr.noteEvent()
 	if dr.flags&afHistory != 0 {
-		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
+		dr.history.push(balance{xfer: idx, balances: dr.balances})
 	}
 	if cr.flags&afHistory != 0 {
-		cr.history = append(cr.history, balance{xfer: idx, balances: cr.balances})
+		cr.history.push(balance{xfer: idx, balances: cr.balances})
+	}
+	if s.st != nil {
+		x := s.transfers.at(idx)
+		s.st.touchAccount(x.dr)
+		s.st.touchAccount(x.cr)
 	}
 }
 
@@ -893,11 +907,11 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	dr.dPend, _ = dr.dPend.Sub(pAmount)
 	cr.cPend, _ = cr.cPend.Sub(pAmount)
 	if post {
-		p.setState(statePosted)
+		s.transfers.setState(pi, statePosted)
 		dr.dPost, _ = dr.dPost.Add(amount)
 		cr.cPost, _ = cr.cPost.Add(amount)
 	} else {
-		p.setState(stateVoided)
+		s.transfers.setState(pi, stateVoided)
 		if pClosing&tfClosingDr != 0 {
 			dr.flags &^= afClosed
 		}
@@ -917,7 +931,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	}
 	var pendingID tb.Uint128
 	if e.flags&tfPostOrVoid != 0 {
-		pendingID = s.transferIDs.key(e.pending)
+		pendingID = s.transferID(e.pending)
 	}
 	if t.PendingID != pendingID {
 		return tb.TransferExistsWithDifferentPendingID
