@@ -13,3 +13,11 @@ func SetCheckpointBytes(j *File, n int64) {
 	defer j.mu.Unlock()
 	j.ckptBytes = n
 }
+
+// SetCacheBudget sets how many bytes of clean chunks j's cache may hold
+// between requests.
+func SetCacheBudget(j *File, n int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.st.budget = n
+}

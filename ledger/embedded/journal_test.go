@@ -567,6 +567,8 @@ func TestJournalKillChild(t *testing.T) {
 		fmt.Println("error", err)
 		return
 	}
+	// Checkpoints every few requests, so that kills land in them too.
+	embedded.SetCheckpointBytes(j, 256<<10)
 	a, b := tb.ToUint128(1), tb.ToUint128(2)
 	if _, err := j.CreateAccounts([]tb.Account{{ID: a, Ledger: 7, Code: 1}, {ID: b, Ledger: 7, Code: 1}}); err != nil {
 		fmt.Println("error", err)
