@@ -238,17 +238,19 @@ func liveHeap() uint64 {
 	return 0
 }
 
-// dataSize is the size of the data file, or of every file under it if it
-// is a directory.
+// dataSize is the size of the data file and of its store (every file
+// under embedded.StorePath).
 func dataSize(path string) int64 {
 	var total int64
-	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				total += info.Size()
+	for _, p := range []string{path, embedded.StorePath(path)} {
+		filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil {
+					total += info.Size()
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	return total
 }
