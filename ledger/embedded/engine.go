@@ -37,6 +37,7 @@ type Engine struct {
 
 	// Settings only Open reads.
 	cacheSize     int64
+	ckptBytes     int64
 	progress      func(done, total int64)
 	noCheckpoints bool // tests: the journal keeps every request
 }
@@ -60,9 +61,20 @@ func WithClock(c Clock) Option {
 // WithCacheSize sets how many bytes of stored transfers, expiries and
 // Pebble blocks a File opened with Open keeps in memory besides what is
 // live (accounts, pending transfers, what changed since the last
-// checkpoint); the default is 64 MiB. New ignores it.
+// checkpoint), half for the transfers, expiries and lists it read back or
+// wrote, half for Pebble's blocks (8 MiB at least); the default is 64 MiB.
+// New ignores it.
 func WithCacheSize(bytes int64) Option {
 	return func(e *Engine) { e.cacheSize = bytes }
+}
+
+// WithCheckpointBytes sets how much journal a File opened with Open
+// writes between two checkpoints of its store: what a start after a crash
+// replays at most. The default is 4 MiB; smaller costs more fsyncs, larger
+// more memory (what changed since the last checkpoint stays in memory).
+// New ignores it.
+func WithCheckpointBytes(n int64) Option {
+	return func(e *Engine) { e.ckptBytes = n }
 }
 
 // WithProgress has Open call f as it applies a journal's records to its

@@ -474,9 +474,9 @@ func (l *dlist[T]) truncate(n int) { l.m = l.m[:n-int(l.base)] }
 // the IDs from base on and, with a store, the earlier ones in the store.
 type ids struct {
 	idSet
-	base  uint32
-	st    *store
-	space byte // with a store: its key space
+	base   uint32
+	st     *store
+	failed bool // with a store: the IDs of transfers that failed for good
 }
 
 func (s *ids) len() uint32 { return s.base + s.n }
@@ -492,7 +492,7 @@ func (s *ids) findHashed(id tb.Uint128, h uint64) (uint32, bool) {
 	if s.st == nil {
 		return 0, false
 	}
-	return s.st.findID(s.space, id)
+	return s.st.findID(id, s.failed)
 }
 
 // addHashed appends id, which must not be in the set, and returns its index.

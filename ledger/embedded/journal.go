@@ -54,12 +54,21 @@ func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.why} }
 // does not answer (package ledger then applies its OnUnavailable).
 func (r *refusal) Unavailable() bool { return true }
 
-// File is an embedded engine kept in an append-only journal file, so that
-// its state outlives the process: provisioning in one process and acquiring
-// in the next works, and every acknowledged request survives a crash or kill
-// -9 at any moment. It implements tb.Client like Engine; create one with Open
-// and Close it when done. A File is safe for concurrent use; requests are
-// applied one at a time.
+// File is an embedded engine kept on disk, so that its state outlives the
+// process: provisioning in one process and acquiring in the next works, and
+// every acknowledged request survives a crash or kill -9 at any moment. It
+// implements tb.Client like Engine; create one with Open and Close it when
+// done. A File is safe for concurrent use; requests are applied one at a
+// time.
+//
+// A File is two things on disk: its journal, the file at the path given to
+// Open, which every create request is written to before it is answered
+// (a write-ahead log), and its store, the directory beside it named by
+// StorePath, a Pebble database that holds the state (accounts, transfers,
+// the indexes the queries need, pending transfers and their expiry; see
+// store.go). Memory holds the accounts, the pending transfers' expiry
+// queues, what changed since the last checkpoint and a cache of the rest
+// (WithCacheSize): it grows with the live keys, not with the decisions.
 //
 // # What is stored
 //
@@ -86,6 +95,20 @@ func (r *refusal) Unavailable() bool { return true }
 // 8189 events is refused with tb.ErrTooMuchData before anything is
 // written.
 //
+// # Checkpoints
+//
+// Once the journal holds 4 MiB of records, and at Close, a checkpoint
+// writes everything that changed since the last one to the store in one
+// atomic, fsynced batch, with the time of the last request it includes;
+// then the journal is cut back to its header. Open loads the store (the
+// accounts and the expiry queues, not the transfers) and replays only the
+// journal's requests after that time: a start takes time in proportion to
+// the live keys, not to the history. A crash between a checkpoint and the
+// cut leaves requests in the journal that the store holds: Open skips them
+// by their time. A journal written before stores (no store beside it) is
+// applied to a new store on its first Open, once, with checkpoints along
+// the way so that memory stays bounded (WithProgress reports how far).
+//
 // # Format
 //
 // All integers are little-endian. The file starts with a 24-byte header:
@@ -107,21 +130,25 @@ func (r *refusal) Unavailable() bool { return true }
 //
 // # Recovery
 //
-// Open replays the whole journal. A damaged tail (an incomplete last
-// record, or a last record whose checksum fails, with nothing intact after
-// it) is a write that was cut short by a crash: its fsync never returned, so
-// it was never acknowledged. Open truncates it, keeps the intact prefix and
-// reports it (Recovered). A damaged record followed by an intact one is not
-// a torn write but corruption: Open refuses the file with an error wrapping
-// ErrCorrupt that names the file and the offset, and changes nothing. A file
-// that is not a journal is refused too, never overwritten.
+// A damaged journal tail (an incomplete last record, or a last record
+// whose checksum fails, with nothing intact after it) is a write that was
+// cut short by a crash: its fsync never returned, so it was never
+// acknowledged. Open truncates it, keeps the intact prefix and reports it
+// (Recovered). A damaged record followed by an intact one is not a torn
+// write but corruption: Open refuses the file with an error wrapping
+// ErrCorrupt that names the file and the offset, and changes nothing. A
+// file that is not a journal is refused too, never overwritten. The store
+// checks itself: Pebble checksums its log and its blocks, a checkpoint is
+// atomic, and a store whose records do not read back as written is refused
+// (ErrCorrupt at Open, ErrStore on a later read, after which the File
+// refuses create requests).
 //
 // # Locking
 //
-// Open takes an exclusive, non-blocking flock on the file for as long as the
-// File is open: a second Open, from this process or another, fails at once
-// with an error wrapping ErrBusy. Close releases it; so does the death of the
-// process.
+// Open takes an exclusive, non-blocking flock on the journal for as long
+// as the File is open: a second Open, from this process or another, fails
+// at once with an error wrapping ErrBusy. Close releases it; so does the
+// death of the process. The store is used only under that lock.
 //
 // # Cost
 //
@@ -130,11 +157,15 @@ func (r *refusal) Unavailable() bool { return true }
 // batch events. Concurrent requests share their fsyncs, and package
 // ledger's pipeline sends the accounts of a batch's new users without
 // waiting for theirs (CreateAccountsDeferred): the batch's create, which
-// follows at once, makes both durable with one. The state lives in memory
-// and is rebuilt from the whole journal on every Open, which takes time in
-// proportion to the events ever created (about two seconds per million on
-// a 2-core machine). The journal only grows, by 152 bytes per event or
-// less; compacting it into a snapshot is future work.
+// follows at once, makes both durable with one. The request that crosses
+// the checkpoint threshold also waits for the checkpoint (tens of
+// milliseconds), holding up the requests behind it. A transfer older than
+// the last checkpoint that is not in the cache is read back from the store
+// when used (a lookup, a retry of its ID, the post or void of an old
+// pending transfer, a query); a new transfer ID is looked up in the
+// store's index (a Bloom filter answers most). On disk, a decision costs
+// its journal record until the next checkpoint, then about 200 bytes in
+// the store.
 //
 // File is available on Unix systems (it needs flock).
 type File struct {
@@ -233,7 +264,7 @@ func Open(path string, opts ...Option) (*File, error) {
 		clock:     clock,
 		real:      real,
 		f:         f,
-		ckptBytes: checkpointBytes,
+		ckptBytes: cmp.Or(real.ckptBytes, checkpointBytes),
 		progress:  real.progress,
 		keep:      real.noCheckpoints,
 	}
@@ -271,7 +302,7 @@ func StorePath(path string) string { return path + ".store" }
 const (
 	// checkpointBytes is how much journal a File writes between two
 	// checkpoints of its store: what a start after a crash replays.
-	checkpointBytes = 16 << 20
+	checkpointBytes = 4 << 20
 	// defaultCacheSize is the default of WithCacheSize.
 	defaultCacheSize = 64 << 20
 )

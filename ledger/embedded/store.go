@@ -39,8 +39,8 @@ import (
 //	"A" account index              an account: fields, balances, list lengths
 //	"T" chunk                      transfers [chunk*1024, +1024): records, IDs, user data 128
 //	"E" chunk                      expiry events [chunk*1024, +1024)
-//	"I" transfer ID                the transfer's index
-//	"F" transfer ID                a transfer ID that failed for good (transient status)
+//	"I" transfer ID                the transfer's index, or nothing for an ID that
+//	                               failed for good (a transient status)
 //	"L" account index, kind, start entries [start, ...) of one of the account's lists
 //
 // Records are the engine's own in-memory layout (little-endian, 64-bit):
@@ -61,6 +61,13 @@ type store struct {
 	loaded    map[uint32][listKinds]uint32
 
 	walTime uint64 // the cluster time of the last request checkpointed
+
+	// The last ID looked up in the store and what it is: a new transfer's
+	// ID is looked up among the transfers, then among the failed IDs, and
+	// one read answers both.
+	lastID              tb.Uint128
+	lastIdx             uint32
+	lastFound, lastFail bool
 }
 
 // cached is a chunk in the cache, in order of arrival.
@@ -80,7 +87,6 @@ const (
 	keyTransfers = 'T'
 	keyExpired   = 'E'
 	keyID        = 'I'
-	keyFailed    = 'F'
 	keyList      = 'L'
 )
 
@@ -144,7 +150,7 @@ func openStore(dir string, cacheBytes int64) (*store, error) {
 	}
 	return &store{
 		db:      db,
-		budget:  max(cacheBytes/2, 1<<20),
+		budget:  cacheBytes / 2,
 		inCache: map[cached]bool{},
 		loaded:  map[uint32][listKinds]uint32{},
 	}, nil
@@ -192,16 +198,20 @@ func (st *store) get(key []byte) []byte {
 	return out
 }
 
-// findID looks up an ID added before the last checkpoint.
-func (st *store) findID(space byte, id tb.Uint128) (uint32, bool) {
-	v := st.get(idKey(space, id))
-	if v == nil {
-		return 0, false
+// findID looks up an ID stored before the last checkpoint: among the
+// transfers' IDs, or with failed, among the IDs that failed for good.
+func (st *store) findID(id tb.Uint128, failed bool) (uint32, bool) {
+	if id != st.lastID || id == tbZero {
+		v := st.get(idKey(keyID, id))
+		st.lastID, st.lastIdx, st.lastFound, st.lastFail = id, 0, len(v) >= 4, v != nil && len(v) < 4
+		if st.lastFound {
+			st.lastIdx = binary.BigEndian.Uint32(v)
+		}
 	}
-	if len(v) < 4 {
-		return 0, true // a failed ID: no index
+	if failed {
+		return 0, st.lastFail
 	}
-	return binary.BigEndian.Uint32(v), true
+	return st.lastIdx, st.lastFound
 }
 
 // bytesOf views n values of T from p as bytes.
@@ -286,7 +296,7 @@ func (a *xferArena) load(c uint32) *[chunkSize]xfer {
 		panic("embedded: transfer chunk missing")
 	}
 	v := a.st.get(key1(keyTransfers, c))
-	if v == nil || len(v) < 4 {
+	if len(v) < 4 {
 		a.st.fault(errors.New("missing or short record"), fmt.Sprintf("transfers chunk %d", c))
 	}
 	m := int(binary.LittleEndian.Uint32(v))
@@ -403,17 +413,18 @@ func (l *chunked[T]) flush(b *pebble.Batch) func() {
 
 // ID sets.
 
-func (s *ids) flush(b *pebble.Batch, transfers bool) func() {
+func (s *ids) flush(b *pebble.Batch) func() {
 	for k := range s.n {
-		if transfers {
-			b.Set(idKey(s.space, s.key(k)), binary.BigEndian.AppendUint32(nil, s.base+k), nil)
+		if s.failed {
+			b.Set(idKey(keyID, s.key(k)), nil, nil)
 		} else {
-			b.Set(idKey(s.space, s.key(k)), nil, nil)
+			b.Set(idKey(keyID, s.key(k)), binary.BigEndian.AppendUint32(nil, s.base+k), nil)
 		}
 	}
 	return func() {
 		s.base += s.n
 		s.idSet = idSet{}
+		s.st.lastID = tbZero // what it said of an ID may be out of date
 	}
 }
 
@@ -612,7 +623,7 @@ func (e *Engine) checkpoint(walTime uint64) error {
 	b := st.db.NewBatch()
 	defer b.Close()
 	var done []func()
-	done = append(done, s.transfers.flush(b), s.expired.flush(b), s.transferIDs.flush(b, true), s.failedIDs.flush(b, false))
+	done = append(done, s.transfers.flush(b), s.expired.flush(b), s.transferIDs.flush(b), s.failedIDs.flush(b))
 	for _, ai := range st.dirty {
 		if int(ai) < len(s.accounts) {
 			done = append(done, s.flushAccount(b, ai))
@@ -685,8 +696,8 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	s := e.st
 	s.st = st
 	s.transfers.st, s.transfers.dirty = st, map[uint32]bool{}
-	s.transferIDs.st, s.transferIDs.space = st, keyID
-	s.failedIDs.st, s.failedIDs.space = st, keyFailed
+	s.transferIDs.st = st
+	s.failedIDs.st, s.failedIDs.failed = st, true
 	s.expired.st, s.expired.space = st, keyExpired
 	v := st.get([]byte{keyMeta})
 	if v == nil {
