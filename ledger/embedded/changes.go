@@ -86,7 +86,7 @@ func (a *acct) dropCkpts() {
 // expired, and records it as a change event.
 func (s *state) expireOne(idx uint32) {
 	p := s.transfers.at(idx)
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	dr, cr := s.accounts.at(p.dr), s.accounts.at(p.cr)
 	dr.dPend, _ = dr.dPend.Sub(p.amount)
 	cr.cPend, _ = cr.cPend.Sub(p.amount)
 	if p.flags&tfClosingDr != 0 {
@@ -211,7 +211,7 @@ func (s *state) changeOf(i uint32) tb.ChangeEvent {
 func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a *acct) (d, c, x int)) {
 	s.loadLists(dr)
 	s.loadLists(cr)
-	a := &s.accounts[dr]
+	a := s.accounts.at(dr)
 	d, c, x := upTo(a)
 	b, flags := s.balanceAfter(dr, d, c, x)
 	ev.DebitAccountID = a.id
@@ -226,7 +226,7 @@ func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a
 	ev.DebitAccountFlags = flags
 	ev.DebitAccountTimestamp = a.ts
 
-	a = &s.accounts[cr]
+	a = s.accounts.at(cr)
 	d, c, x = upTo(a)
 	b, flags = s.balanceAfter(cr, d, c, x)
 	ev.CreditAccountID = a.id
@@ -251,7 +251,7 @@ func countUpTo(l *idxList, v uint32) int {
 // its first d debits, c credits and x expiries, replayed from the nearest
 // checkpoint in the order they happened.
 func (s *state) balanceAfter(ai uint32, d, c, x int) (balances, uint16) {
-	a := &s.accounts[ai]
+	a := s.accounts.at(ai)
 	var b balances
 	flags := a.flags0
 	i, j, k := 0, 0, 0

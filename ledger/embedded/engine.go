@@ -128,7 +128,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
-	s.Accounts = uint64(len(e.st.accounts))
+	s.Accounts = uint64(int(e.st.accounts.n))
 	s.Transfers = uint64(e.st.transfers.n)
 	s.Pending = e.st.pendingCount
 	s.Expired = e.st.expiredCount

@@ -25,7 +25,7 @@ func (s *state) account(i uint32) tb.Account {
 
 // putAccount fills *out, which must be zero, with account i.
 func (s *state) putAccount(out *tb.Account, i uint32) {
-	a := &s.accounts[i]
+	a := s.accounts.at(i)
 	out.ID = a.id
 	a.dPend.Put(&out.DebitsPending)
 	a.dPost.Put(&out.DebitsPosted)
@@ -50,11 +50,11 @@ func (s *state) transferID(i uint32) tb.Uint128 {
 
 func (s *state) transfer(i uint32) tb.Transfer {
 	x := s.transfers.at(i)
-	dr := &s.accounts[x.dr]
+	dr := s.accounts.at(x.dr)
 	t := tb.Transfer{
 		ID:              s.transferID(i),
 		DebitAccountID:  dr.id,
-		CreditAccountID: s.accounts[x.cr].id,
+		CreditAccountID: s.accounts.at(x.cr).id,
 		Amount:          x.amount.TB(),
 		UserData128:     s.transfers.userData128(i),
 		UserData64:      x.ud64,
@@ -147,7 +147,7 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 		return nil, nil
 	}
 	s.loadLists(ai)
-	a := &s.accounts[ai]
+	a := s.accounts.at(ai)
 	// The entries [dFrom, dTo) of a.debits and [cFrom, cTo) of a.credits.
 	var dFrom, dTo, cFrom, cTo int
 	if f.Flags&ffDebits != 0 {
@@ -218,7 +218,7 @@ func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
 	if !accountFilterValid(f) {
 		return make([]tb.AccountBalance, 0)
 	}
-	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts[ai].flags&afHistory == 0 {
+	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts.at(ai).flags&afHistory == 0 {
 		return make([]tb.AccountBalance, 0)
 	}
 	a, idxs := s.accountTransfers(f)
@@ -254,8 +254,8 @@ func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
 		return out
 	}
 	// Accounts are stored in timestamp order.
-	from := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts >= lo })
-	to := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts > hi })
+	from := sort.Search(int(s.accounts.n), func(k int) bool { return s.accounts.at(uint32(k)).ts >= lo })
+	to := sort.Search(int(s.accounts.n), func(k int) bool { return s.accounts.at(uint32(k)).ts > hi })
 	match := func(a *acct) bool {
 		return (f.UserData128 == tbZero || a.ud128 == f.UserData128) &&
 			(f.UserData64 == 0 || a.ud64 == f.UserData64) &&
@@ -268,7 +268,7 @@ func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
 		if f.Flags&qfReversed != 0 {
 			k = to - 1 - n
 		}
-		if match(&s.accounts[k]) {
+		if match(s.accounts.at(uint32(k))) {
 			out = append(out, s.account(uint32(k)))
 		}
 	}
@@ -296,7 +296,7 @@ func (s *state) queryTransfers(f *tb.QueryFilter) []tb.Transfer {
 		if (f.UserData128 != tbZero && s.transfers.userData128(k) != f.UserData128) ||
 			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
 			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
-			(f.Ledger != 0 && s.accounts[x.dr].ledger != f.Ledger) ||
+			(f.Ledger != 0 && s.accounts.at(x.dr).ledger != f.Ledger) ||
 			(f.Code != 0 && x.code != f.Code) {
 			continue
 		}

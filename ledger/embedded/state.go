@@ -160,7 +160,7 @@ const (
 // requests applied with the same timestamps give the same state and results.
 // It is not safe for concurrent use; Engine serializes access.
 type state struct {
-	accounts   []acct
+	accounts   chunked[acct] // in memory, with or without a store
 	accountIdx map[tb.Uint128]uint32
 
 	transferIDs ids       // index i is the ID of transfers.at(i)
@@ -222,10 +222,10 @@ func (s *state) lastTransferTimestamp() uint64 {
 }
 
 func (s *state) lastAccountTimestamp() uint64 {
-	if len(s.accounts) == 0 {
+	if int(s.accounts.n) == 0 {
 		return 0
 	}
-	return s.accounts[len(s.accounts)-1].ts
+	return s.accounts.at(s.accounts.n - 1).ts
 }
 
 // transferAt reports whether a stored transfer has timestamp ts.
@@ -248,10 +248,10 @@ func (s *state) transferAt(ts uint64) bool {
 
 // accountAt reports whether an account has timestamp ts.
 func (s *state) accountAt(ts uint64) bool {
-	lo, hi := 0, len(s.accounts)
+	lo, hi := 0, int(s.accounts.n)
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		t := s.accounts[m].ts
+		t := s.accounts.at(uint32(m)).ts
 		switch {
 		case t == ts:
 			return true
@@ -388,7 +388,7 @@ func (s *state) rollback() {
 		u := &s.undoLog[i]
 		switch u.kind {
 		case undoAccount:
-			a := &s.accounts[u.idx]
+			a := s.accounts.at(u.idx)
 			a.balances = u.bal
 			a.flags = u.flags
 		case undoState:
@@ -396,10 +396,8 @@ func (s *state) rollback() {
 		case undoTransfer:
 			s.removeLastTransfer()
 		case undoAccountNew:
-			a := &s.accounts[len(s.accounts)-1]
-			delete(s.accountIdx, a.id)
-			*a = acct{}
-			s.accounts = s.accounts[:len(s.accounts)-1]
+			delete(s.accountIdx, s.accounts.at(s.accounts.n-1).id)
+			s.accounts.pop()
 		}
 	}
 	s.pendingCount = s.chainPre
@@ -407,14 +405,14 @@ func (s *state) rollback() {
 }
 
 func (s *state) saveAccount(i uint32) {
-	a := &s.accounts[i]
+	a := s.accounts.at(i)
 	s.undoLog = append(s.undoLog, undo{kind: undoAccount, idx: i, bal: a.balances, flags: a.flags})
 }
 
 func (s *state) removeLastTransfer() {
 	i := s.transfers.n - 1
 	x := s.transfers.at(i)
-	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
+	dr, cr := s.accounts.at(x.dr), s.accounts.at(x.cr)
 	dr.debits.pop()
 	cr.credits.pop()
 	dr.dropCkpts()
@@ -469,7 +467,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		return tb.AccountIDMustNotBeIntMax, ts
 	}
 	if i, ok := s.accountIdx[a.ID]; ok {
-		e := &s.accounts[i]
+		e := s.accounts.at(i)
 		switch {
 		case a.Flags != e.flags:
 			return tb.AccountExistsWithDifferentFlags, ts
@@ -508,8 +506,9 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 			return tb.AccountImportedEventTimestampMustNotRegress, ts
 		}
 	}
-	s.accountIdx[a.ID] = uint32(len(s.accounts))
-	s.accounts = append(s.accounts, acct{
+	ai, na := s.accounts.push()
+	s.accountIdx[a.ID] = ai
+	*na = acct{
 		id:     a.ID,
 		ud128:  a.UserData128,
 		ud64:   a.UserData64,
@@ -519,12 +518,12 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		flags:  a.Flags,
 		flags0: a.Flags,
 		ts:     eventTs,
-	})
+	}
 	if s.chain {
 		s.undoLog = append(s.undoLog, undo{kind: undoAccountNew})
 	}
 	if s.st != nil {
-		s.st.touchAccount(uint32(len(s.accounts) - 1))
+		s.st.touchAccount(ai)
 	}
 	return tb.AccountCreated, eventTs
 }
@@ -663,7 +662,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if !ok {
 		return tb.TransferCreditAccountNotFound
 	}
-	dr, cr := &s.accounts[di], &s.accounts[ci]
+	dr, cr := s.accounts.at(di), s.accounts.at(ci)
 	if dr.ledger != cr.ledger {
 		return tb.TransferAccountsMustHaveTheSameLedger
 	}
@@ -835,7 +834,7 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	if p.flags&tfPending == 0 {
 		return tb.TransferPendingTransferNotPending
 	}
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	dr, cr := s.accounts.at(p.dr), s.accounts.at(p.cr)
 	switch {
 	case t.DebitAccountID != tbZero && t.DebitAccountID != dr.id:
 		return tb.TransferPendingTransferHasDifferentDebitAccountID
@@ -939,7 +938,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	if t.Timeout != e.timeout {
 		return tb.TransferExistsWithDifferentTimeout
 	}
-	dr, cr := &s.accounts[e.dr], &s.accounts[e.cr]
+	dr, cr := s.accounts.at(e.dr), s.accounts.at(e.cr)
 	if t.Flags&tfPostOrVoid == 0 {
 		switch {
 		case t.DebitAccountID != dr.id:

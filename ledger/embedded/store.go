@@ -484,7 +484,7 @@ func (s *state) loadLists(ai uint32) {
 	if _, ok := st.loaded[ai]; ok {
 		return
 	}
-	a := &s.accounts[ai]
+	a := s.accounts.at(ai)
 	bases := [listKinds]uint32{a.debits.base, a.credits.base, a.expired.base, a.ckpts.base, a.history.base}
 	st.loaded[ai] = bases
 	for kind, l := range []*idxList{&a.debits, &a.credits, &a.expired} {
@@ -499,10 +499,10 @@ func (s *state) loadLists(ai uint32) {
 // unloadLists takes out of memory again the lists loadLists brought in.
 func (s *state) unloadLists() {
 	for ai, bases := range s.st.loaded {
-		if int(ai) >= len(s.accounts) {
+		if int(ai) >= int(s.accounts.n) {
 			continue // rolled back
 		}
-		a := &s.accounts[ai]
+		a := s.accounts.at(ai)
 		for kind, l := range []*idxList{&a.debits, &a.credits, &a.expired} {
 			l.rebuild(bases[kind], l.mem(nil))
 		}
@@ -517,7 +517,7 @@ func (s *state) unloadLists() {
 // flushAccount writes account ai and what its lists gained to b, and
 // returns a function that records they were committed.
 func (s *state) flushAccount(b *pebble.Batch, ai uint32) func() {
-	a := &s.accounts[ai]
+	a := s.accounts.at(ai)
 	for kind, l := range []*idxList{&a.debits, &a.credits, &a.expired} {
 		if l.memLen() > 0 {
 			vs := l.mem(nil)
@@ -625,7 +625,7 @@ func (e *Engine) checkpoint(walTime uint64) error {
 	var done []func()
 	done = append(done, s.transfers.flush(b), s.expired.flush(b), s.transferIDs.flush(b), s.failedIDs.flush(b))
 	for _, ai := range st.dirty {
-		if int(ai) < len(s.accounts) {
+		if int(ai) < int(s.accounts.n) {
 			done = append(done, s.flushAccount(b, ai))
 		}
 	}
@@ -660,7 +660,7 @@ func (e *Engine) encodeMeta(walTime uint64) []byte {
 	u32(s.transfers.n)
 	u32(s.failedIDs.len())
 	u32(s.expired.n)
-	u32(uint32(len(s.accounts)))
+	u32(uint32(int(s.accounts.n)))
 	for _, op := range e.opStats() {
 		u64(op.Requests)
 		u64(op.Events)
@@ -762,7 +762,10 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	s.expired.n, s.expired.flushed = ne, ne
 	s.expired.chunks = make([]*[chunkSize]expiredEvent, (ne+chunkMask)>>chunkShift)
 
-	s.accounts = make([]acct, na)
+	s.accounts = chunked[acct]{}
+	for range na {
+		s.accounts.push()
+	}
 	s.accountIdx = make(map[tb.Uint128]uint32, na)
 	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAccount}, UpperBound: []byte{keyAccount + 1}})
 	if err != nil {
@@ -771,11 +774,11 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	n := uint32(0)
 	for it.First(); it.Valid(); it.Next() {
 		ai := binary.BigEndian.Uint32(it.Key()[1:])
-		if ai != n || ai >= na || !decodeAcct(it.Value(), &s.accounts[ai]) {
+		if ai != n || ai >= na || !decodeAcct(it.Value(), s.accounts.at(ai)) {
 			it.Close()
 			return 0, bad(fmt.Sprintf("account record %d is damaged or out of place", ai))
 		}
-		s.accountIdx[s.accounts[ai].id] = ai
+		s.accountIdx[s.accounts.at(ai).id] = ai
 		n++
 	}
 	if err := it.Close(); err != nil {
