@@ -61,8 +61,9 @@ func WithClock(c Clock) Option {
 // WithCacheSize sets how many bytes of stored transfers, expiries and
 // Pebble blocks a File opened with Open keeps in memory besides what is
 // live (accounts, pending transfers, what changed since the last
-// checkpoint), half for the transfers, expiries and lists it read back or
-// wrote, half for Pebble's blocks (8 MiB at least); the default is 64 MiB.
+// checkpoint), a quarter for the transfers and expiries it read back or
+// wrote, the rest for Pebble's blocks (8 MiB at least); the default is
+// 64 MiB.
 // New ignores it.
 func WithCacheSize(bytes int64) Option {
 	return func(e *Engine) { e.cacheSize = bytes }
