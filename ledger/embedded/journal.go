@@ -384,8 +384,9 @@ func (j *File) Size() int64 {
 	return j.end
 }
 
-// Loaded returns how many bytes of journal Open replayed, and how long that
-// took (reading, checking and applying them).
+// Loaded returns how many bytes of journal Open read, and how long Open
+// took (loading the store, reading, checking and applying the journal's
+// records after its last checkpoint).
 func (j *File) Loaded() (int64, time.Duration) {
 	return j.replayed, j.loaded
 }
@@ -407,7 +408,8 @@ func (j *File) Path() string { return j.path }
 // intact.
 func (j *File) Recovered() *Recovery { return j.recovered }
 
-// Records returns how many create requests the journal holds.
+// Records returns how many create requests the journal holds: those since
+// the last checkpoint.
 func (j *File) Records() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -443,8 +445,9 @@ func (j *File) Now() time.Time {
 // itself, which also batches their fsyncs.
 func (j *File) InProcess() bool { return true }
 
-// Close makes what is written durable, closes the engine and the journal
-// and releases its lock: every later call returns tb.ErrClientClosed.
+// Close checkpoints what the journal holds into the store (so that the next
+// Open replays nothing), closes the engine, the store and the journal and
+// releases its lock: every later call returns tb.ErrClientClosed.
 // Calling it again does nothing.
 func (j *File) Close() {
 	j.syncMu.Lock() // an fsync under way ends first
