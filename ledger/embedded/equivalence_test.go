@@ -25,7 +25,7 @@ import (
 // read.
 func TestFileAnswersAsEngine(t *testing.T) {
 	ops := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		ops = 10_000
 	}
 	path := filepath.Join(t.TempDir(), "data")

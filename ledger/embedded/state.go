@@ -222,7 +222,7 @@ func (s *state) lastTransferTimestamp() uint64 {
 }
 
 func (s *state) lastAccountTimestamp() uint64 {
-	if int(s.accounts.n) == 0 {
+	if s.accounts.n == 0 {
 		return 0
 	}
 	return s.accounts.at(s.accounts.n - 1).ts

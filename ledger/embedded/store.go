@@ -502,7 +502,7 @@ func (s *state) loadLists(ai uint32) {
 // unloadLists takes out of memory again the lists loadLists brought in.
 func (s *state) unloadLists() {
 	for ai, bases := range s.st.loaded {
-		if int(ai) >= int(s.accounts.n) {
+		if ai >= s.accounts.n {
 			continue // rolled back
 		}
 		a := s.accounts.at(ai)
@@ -628,7 +628,7 @@ func (e *Engine) checkpoint(walTime uint64) error {
 	var done []func()
 	done = append(done, s.transfers.flush(b), s.expired.flush(b), s.transferIDs.flush(b), s.failedIDs.flush(b))
 	for _, ai := range st.dirty {
-		if int(ai) < int(s.accounts.n) {
+		if ai < s.accounts.n {
 			done = append(done, s.flushAccount(b, ai))
 		}
 	}
@@ -663,7 +663,7 @@ func (e *Engine) encodeMeta(walTime uint64) []byte {
 	u32(s.transfers.n)
 	u32(s.failedIDs.len())
 	u32(s.expired.n)
-	u32(uint32(int(s.accounts.n)))
+	u32(s.accounts.n)
 	for _, op := range e.opStats() {
 		u64(op.Requests)
 		u64(op.Events)

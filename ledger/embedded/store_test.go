@@ -19,7 +19,7 @@ import (
 // the store when used.
 func TestStoreAnswersAsEngineUnderEviction(t *testing.T) {
 	ops := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		ops = 10_000
 	}
 	clock := embedded.NewManualClock(time.Unix(1_700_000_000, 0))
