@@ -14,15 +14,20 @@ import (
 	"unicode"
 )
 
-// TestLinks checks every relative link of README.md and docs/*.md: the file
-// it names exists, and so does the heading its #anchor names.
+// TestLinks checks every relative link of README.md, docs/*.md and the
+// examples' READMEs: the file it names exists, and so does the heading its
+// #anchor names.
 func TestLinks(t *testing.T) {
 	root := os.DirFS("..")
 	files, err := fs.Glob(root, "docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{"README.md"}, files...)
+	examples, err := fs.Glob(root, "examples/*/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(append([]string{"README.md"}, files...), examples...)
 	n := 0
 	for _, f := range files {
 		ls, err := links(root, f)

@@ -95,15 +95,22 @@ errors go to stderr, once.
 		c.GroupID = "provision"
 		root.AddCommand(c)
 	}
+	serveCmd := serve.NewCmdServe(f, nil)
 	for _, c := range []*cobra.Command{acquire.NewCmdAcquire(f, nil), reserve.NewCmdReserve(f, nil), reserve.NewCmdCommit(f, nil), reserve.NewCmdCancel(f, nil),
 		pay.NewCmdPay(f, nil), fund.NewCmdFund(f, nil), usage.NewCmdUsage(f, nil),
-		history.NewCmdHistory(f, nil), audit.NewCmdAudit(f, nil), serve.NewCmdServe(f, nil)} {
+		history.NewCmdHistory(f, nil), audit.NewCmdAudit(f, nil), serveCmd} {
 		c.GroupID = "operate"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{tigerbeetle.NewCmdTigerBeetle(f), demo.NewCmdDemo(f, nil)} {
+	tools := []*cobra.Command{tigerbeetle.NewCmdTigerBeetle(f), demo.NewCmdDemo(f, nil)}
+	for _, c := range tools {
 		c.GroupID = "tools"
 		root.AddCommand(c)
+	}
+	// serve holds the ledger, tigerbeetle runs a local server, demo an
+	// in-memory engine: none acts through --server.
+	for _, c := range append(tools, serveCmd) {
+		cmdutil.Local(c)
 	}
 	root.SetHelpCommandGroupID("tools")
 	root.SetCompletionCommandGroupID("tools")

@@ -1,11 +1,8 @@
 package root
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -22,28 +19,7 @@ func TestCommandsThroughServe(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	cmdtest.WriteFile(t, tokens, "tokens:\n  - {name: ops, token: ops-secret, allow: {admin: \"*\"}}\n  - {name: shop, token: shop-secret, allow: {decide: \"*\", admin: [usd-day]}}\n")
 
-	ctx, stop := context.WithCancel(t.Context())
-	var stderr cmdtest.LockedBuffer
-	exited := make(chan cmdutil.ExitCode, 1)
-	go func() {
-		f := cmdutil.NewFactory(strings.NewReader(""), io.Discard, &stderr)
-		exited <- run(ctx, append(e.base, "serve", "--api", "--api-tokens", tokens, "--grpc-addr", "127.0.0.1:0", "--http-addr", ""), f)
-	}()
-	defer func() {
-		stop()
-		if code := <-exited; code != cmdutil.ExitOK {
-			t.Errorf("serve = exit %d; stderr:\n%s", code, stderr.String())
-		}
-	}()
-	var addr string
-	serving := regexp.MustCompile(`msg=serving grpc=(\S+)`)
-	waitUntil(t, func() bool {
-		m := serving.FindStringSubmatch(stderr.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	}, &stderr)
+	addr := startServe(t, e, "--api-tokens", tokens)
 
 	// The data file is serve's: the error says how to reach it.
 	if r := e.code(cmdutil.ExitError, "users", "list", "usd-day"); !strings.Contains(r.stderr, "--server ADDR") {

@@ -124,9 +124,6 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 			if err := cmdutil.FromEnv(cmd.Flags(), EnvFlags); err != nil {
 				return err
 			}
-			if f.Global.Server != "" {
-				return cmdutil.Usagef("--server is for the commands that act through a running serve: serve uses its cluster or data file itself")
-			}
 			if err := opts.validate(); err != nil {
 				return err
 			}
@@ -196,20 +193,9 @@ func (o *serveOptions) validate() error {
 	return nil
 }
 
-// loopback reports whether a listener's address is on loopback only:
-// 127.0.0.1:x (any of 127/8), [::1]:x or localhost:x; not :x, 0.0.0.0:x,
-// [::]:x (every interface) or any other host.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// loopback reports whether a listener's address is on loopback only
+// (cmdutil.Loopback).
+func loopback(addr string) bool { return cmdutil.Loopback(addr) }
 
 func serveRun(ctx context.Context, opts *serveOptions) error {
 	if opts.CheckConfig != "" {

@@ -67,7 +67,11 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 // Prepare applies the environment to the flags not given on the command
 // line and validates the global flags.
 func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
+	given := givenFlags(cmd.Root().PersistentFlags())
 	if err := FromEnv(cmd.Root().PersistentFlags(), EnvFlags); err != nil {
+		return err
+	}
+	if err := g.checkServer(cmd, given); err != nil {
 		return err
 	}
 	if g.Verbose && nativeLogs != nil {
@@ -88,9 +92,6 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 		if strings.TrimSpace(a) == "" {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
-	}
-	if err := g.checkServer(cmd.Root().PersistentFlags()); err != nil {
-		return err
 	}
 	for _, name := range []string{"max-memory", "cache"} {
 		if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed(name) {
@@ -115,25 +116,94 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 }
 
 // checkServer refuses --server beside the flags of another cluster, and
-// its own flags without it.
-func (g *GlobalOptions) checkServer(fs *pflag.FlagSet) error {
-	if g.Server == "" {
-		for _, name := range []string{"token-file", "server-ca", "server-tls"} {
-			if fs.Changed(name) {
-				return Usagef("--%s goes with --server", name)
+// its own flags without it; given are the flags the command line gave
+// (read before the environment). An explicit flag wins over the
+// environment, as everywhere: --server with $TBLIMIT_DATA set acts through
+// serve, --data with $TBLIMIT_SERVER set opens the data file; both on the
+// command line, or both from the environment, are a usage error. The
+// commands marked Local refuse --server and its flags on the command line,
+// and leave $TBLIMIT_SERVER to the others.
+func (g *GlobalOptions) checkServer(cmd *cobra.Command, given map[string]bool) error {
+	fs := cmd.Root().PersistentFlags()
+	if isLocal(cmd) {
+		for _, name := range serverFlags {
+			if given[name] {
+				return Usagef("--%s is for the commands that act through a running serve: tblimit %s acts on this machine",
+					name, strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "))
 			}
 		}
+		g.clearServer()
 		return nil
 	}
 	for _, name := range []string{"addresses", "data", "max-memory", "cache"} {
-		if fs.Changed(name) {
-			return Usagef("--server acts on the cluster or data file of the tblimit serve it names: --%s is not for it (give one or the other)", name)
+		switch {
+		case g.Server == "" || !fs.Changed(name):
+		case given["server"] && !given[name]:
+			g.Addresses, g.Data, g.MaxMemory, g.Cache = nil, "", "", "" // from the environment: --server wins
+		case !given["server"] && given[name]:
+			g.clearServer() // $TBLIMIT_SERVER: the explicit flag wins
+		default:
+			return Usagef("--server acts on the cluster or data file of the tblimit serve it names: %s is not for it (give one or the other)", source(given, name))
 		}
+	}
+	if g.Server == "" {
+		for _, name := range serverFlags[1:] {
+			if given[name] {
+				return Usagef("--%s goes with --server", name)
+			}
+		}
+		g.clearServer() // from the environment, with no server to go with
+		return nil
 	}
 	if g.ServerCA != "" && g.ServerTLS {
 		return Usagef("--server-ca and --server-tls: give one (--server-ca trusts that CA, --server-tls the system's)")
 	}
 	return nil
+}
+
+// serverFlags are --server and the flags that go with it.
+var serverFlags = []string{"server", "token-file", "server-ca", "server-tls"}
+
+func (g *GlobalOptions) clearServer() {
+	g.Server, g.TokenFile, g.ServerCA, g.ServerTLS = "", "", "", false
+}
+
+// givenFlags are the flags of fs the command line gave.
+func givenFlags(fs *pflag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) { given[f.Name] = f.Changed })
+	return given
+}
+
+// source names flag name as the user gave it: --name, or $TBLIMIT_NAME.
+func source(given map[string]bool, name string) string {
+	if given[name] {
+		return "--" + name
+	}
+	return "$" + EnvName(name)
+}
+
+// localAnnotation marks the commands that act on this machine only.
+const localAnnotation = "tblimit.local"
+
+// Local marks cmd and its subcommands as acting on this machine only
+// (serve, which holds the ledger; tigerbeetle, a local server; demo, an
+// in-memory engine): --server is a usage error there, and $TBLIMIT_SERVER
+// is left to the other commands.
+func Local(cmd *cobra.Command) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[localAnnotation] = "true"
+}
+
+func isLocal(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations[localAnnotation] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // FromEnv sets the flags of fs named in names from TBLIMIT_<FLAG> where

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -49,12 +50,22 @@ func (g *GlobalOptions) openServer(opts ...ledger.Option) (*ledger.Client, func(
 	if err != nil {
 		return nil, nil, err
 	}
+	if token != "" && g.ServerCA == "" && !g.ServerTLS && !Loopback(g.Server) {
+		return nil, nil, Usagef("--server %s is not loopback: give --server-ca or --server-tls, or the token (admin on \"*\") would cross the network in plain text", g.Server)
+	}
 	cc, err := grpc.NewClient(g.Server, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, nil, Usagef("--server %s: %v", g.Server, err)
 	}
 	ls := tblimitv1.NewLedgerServiceClient(cc)
 	forward := func(ctx context.Context, op ledger.Operation, events []byte) ([]byte, error) {
+		// TigerBeetle's client has no context, so the forwarded Client
+		// calls with none; the call's deadline is --timeout's. Serve then
+		// answers UNAVAILABLE while the command still waits
+		// (service.AnswerBefore) when its cluster is slow, and a serve
+		// that never answers does not hold the call for ever.
+		ctx, cancel := context.WithTimeout(ctx, g.Timeout)
+		defer cancel()
 		if token != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 		}
@@ -114,4 +125,19 @@ func (g *GlobalOptions) serverError(err error) error {
 			"is it serving tblimit's API? start it with --api")
 	}
 	return fmt.Errorf("tblimit serve at %s: %s", g.Server, st.Message())
+}
+
+// Loopback reports whether addr (host:port) is on loopback only:
+// 127.0.0.1:x (any of 127/8), [::1]:x or localhost:x; not :x, 0.0.0.0:x,
+// [::]:x (every interface) or any other host.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
