@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -114,8 +115,22 @@ func (r *refusal) Unavailable() bool { return true }
 // All integers are little-endian. The file starts with a 24-byte header:
 //
 //	 0  [16]byte  "tblimit journal\n"
-//	16  uint32    format version: 1
+//	16  uint32    format version: 1 or 2
 //	20  uint32    CRC32C (Castagnoli) of bytes 0..20
+//
+// Version 1 is a journal that holds every create request since it was
+// made, as before stores: a new journal, or one not yet converted. Version
+// 2 is a journal cut back after a checkpoint, which holds only the
+// requests since; the state before them is in its store. The header turns
+// to version 2 (written and fsynced) at the first checkpoint that cuts
+// the journal, never after, so that a binary from before stores, which
+// reads version 1 only, refuses a cut journal ("unsupported header")
+// rather than take it for the whole state. Converting is one way. Open
+// refuses, with ErrCorrupt and nothing written, a version 2 journal whose
+// store is missing or holds no checkpoint, a store with a checkpoint
+// beside a missing or empty journal, and a version 1 journal beside a
+// store whose last request it does not hold (an older copy put back; a
+// conversion cut short holds it, and Open finishes it).
 //
 // followed by one record per create request, back to back:
 //
@@ -169,8 +184,9 @@ func (r *refusal) Unavailable() bool { return true }
 //
 // File is available on Unix systems (it needs flock).
 type File struct {
-	path  string
-	eng   *Engine
+	path    string
+	version uint32 // the journal's format version (see Format)
+	eng     *Engine
 	clock *ManualClock // the engine's clock, moved by the File
 	real  Clock        // the time requests are stamped with
 
@@ -223,8 +239,17 @@ func (r Recovery) String() string {
 
 const (
 	fileMagic      = "tblimit journal\n"
-	fileVersion    = 1
 	fileHeaderSize = 24
+
+	// versionAlone is the format version of a journal that holds every
+	// create request since its creation: no store holds any of its state.
+	// A binary from before stores reads it.
+	versionAlone = 1
+	// versionStored is the format version of a journal cut back after a
+	// checkpoint: its store holds the state up to the checkpoint. A binary
+	// from before stores, which reads version 1 only, refuses it rather
+	// than take the cut journal for the whole state.
+	versionStored = 2
 
 	recordMagic      = 0x4a4c4254 // "TBLJ"
 	recordHeaderSize = 24
@@ -244,6 +269,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // File has the journal open, and ErrCorrupt if it is damaged other than at
 // its tail; a torn tail is cut off and reported by Recovered.
 func Open(path string, opts ...Option) (*File, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(StorePath(path)); err == nil {
+			return nil, fmt.Errorf("%w: %s holds a store but its journal %s is missing: the store and its journal go together; refusing to start a new journal beside it (put the journal back, or move the store away to start empty)",
+				ErrCorrupt, StorePath(path), path)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open journal: %w", err)
@@ -307,19 +338,32 @@ const (
 	defaultCacheSize = 64 << 20
 )
 
-// openStore opens the journal's store and loads the state it holds.
-func (j *File) openStore(cache int64) error {
-	st, err := openStore(StorePath(j.path), cache)
+// openStore opens the journal's store, creating it unless the journal's
+// version says it exists, and loads the state it holds; found reports
+// that it held a checkpoint.
+func (j *File) openStore(cache int64) (found bool, err error) {
+	dir := StorePath(j.path)
+	if j.version == versionStored {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and the state before them is in its store %s, which is missing; refusing to open the journal alone (put the store back beside it)",
+				ErrCorrupt, j.path, dir)
+		}
+	}
+	st, err := openStore(dir, cache, j.version == versionStored)
 	if err != nil {
-		return err
+		return false, err
 	}
 	j.st = st
-	t, err := j.eng.attach(st)
+	t, found, err := j.eng.attach(st)
 	if err != nil {
-		return fmt.Errorf("%s: %w", StorePath(j.path), err)
+		return false, fmt.Errorf("%s: %w", dir, err)
+	}
+	if j.version == versionStored && !found {
+		return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and its store %s holds no checkpoint; refusing to open them",
+			ErrCorrupt, j.path, dir)
 	}
 	j.lastTime = t
-	return nil
+	return found, nil
 }
 
 // checkpoint writes what changed since the last checkpoint to the store;
@@ -335,6 +379,17 @@ func (j *File) checkpoint(cut bool) (err error) {
 	}
 	if !cut {
 		return nil
+	}
+	if j.version == versionAlone {
+		// The new version is durable before the journal loses a record:
+		// a binary that reads version 1 never sees a cut journal.
+		if _, err := j.f.WriteAt(fileHeader(versionStored), 0); err != nil {
+			return j.fail(err)
+		}
+		if err := j.f.Sync(); err != nil {
+			return j.fail(err)
+		}
+		j.version = versionStored
 	}
 	if err := j.f.Truncate(fileHeaderSize); err != nil {
 		return j.fail(err)
@@ -493,37 +548,54 @@ func (j *File) load(cache int64) error {
 	if _, err := j.f.ReadAt(head, 0); err != nil {
 		return fmt.Errorf("embedded: read journal: %w", err)
 	}
-	want := fileHeader()
-	if size < fileHeaderSize || !bytes.Equal(head, want) {
-		// A file whose header is not intact holds no acknowledged request
-		// (the header is fsynced before any record is written): if it is
-		// empty, or all it holds is a prefix of the header or zeros, it
-		// is a journal whose creation was cut short. Anything else is not
-		// ours and is left alone.
-		rest, err := j.readAll(size)
-		if err != nil {
+	if v, ok := headerVersion(head); ok {
+		j.version, j.end = v, fileHeaderSize
+		if _, err := j.openStore(cache); err != nil {
 			return err
 		}
-		if size > int64(len(rest)) || !bytes.HasPrefix(want, rest) && !allZero(rest) {
-			if size >= fileHeaderSize && bytes.Equal(head[:len(fileMagic)], want[:len(fileMagic)]) {
-				return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads version %d",
-					ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), fileVersion)
-			}
-			return fmt.Errorf("%w: %s is not a tblimit journal (it does not start with %q); refusing to use it", ErrCorrupt, j.path, fileMagic[:len(fileMagic)-1])
-		}
-		if size > 0 {
-			j.recovered = &Recovery{Path: j.path, Offset: 0, Dropped: size, Reason: "incomplete file header"}
-		}
-		if err := j.create(); err != nil {
-			return err
-		}
-		return j.openStore(cache)
+		return j.replay(size)
 	}
-	j.end = fileHeaderSize
-	if err := j.openStore(cache); err != nil {
+	// A file whose header is not intact holds no acknowledged request (the
+	// header is fsynced before any record is written): if it is empty, or
+	// all it holds is a prefix of the header or zeros, it is a journal
+	// whose creation was cut short. Anything else is not ours and is left
+	// alone.
+	rest, err := j.readAll(size)
+	if err != nil {
 		return err
 	}
-	return j.replay(size)
+	want := fileHeader(versionAlone)
+	if size > int64(len(rest)) || !bytes.HasPrefix(want, rest) && !allZero(rest) {
+		if size >= fileHeaderSize && bytes.Equal(head[:len(fileMagic)], want[:len(fileMagic)]) {
+			return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads versions %d and %d",
+				ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), versionAlone, versionStored)
+		}
+		return fmt.Errorf("%w: %s is not a tblimit journal (it does not start with %q); refusing to use it", ErrCorrupt, j.path, fileMagic[:len(fileMagic)-1])
+	}
+	// A new journal: version 1 until its first checkpoint (see Format).
+	j.version = versionAlone
+	found, err := j.openStore(cache)
+	if err != nil {
+		return err
+	}
+	if found {
+		return fmt.Errorf("%w: %s holds a checkpoint but its journal %s is empty: the store and its journal go together; refusing to start a new journal beside it (put the journal back, or move the store away to start empty)",
+			ErrCorrupt, StorePath(j.path), j.path)
+	}
+	if size > 0 {
+		j.recovered = &Recovery{Path: j.path, Offset: 0, Dropped: size, Reason: "incomplete file header"}
+	}
+	return j.create()
+}
+
+// headerVersion returns the format version of an intact journal header.
+func headerVersion(head []byte) (uint32, bool) {
+	for _, v := range []uint32{versionAlone, versionStored} {
+		if bytes.Equal(head, fileHeader(v)) {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func (j *File) readAll(size int64) ([]byte, error) {
@@ -543,7 +615,7 @@ func (j *File) create() error {
 	if err := j.f.Truncate(0); err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
 	}
-	if _, err := j.f.WriteAt(fileHeader(), 0); err != nil {
+	if _, err := j.f.WriteAt(fileHeader(j.version), 0); err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
 	}
 	if err := j.f.Sync(); err != nil {
@@ -560,10 +632,10 @@ func (j *File) create() error {
 	return nil
 }
 
-func fileHeader() []byte {
+func fileHeader(version uint32) []byte {
 	h := make([]byte, fileHeaderSize)
 	copy(h, fileMagic)
-	binary.LittleEndian.PutUint32(h[16:], fileVersion)
+	binary.LittleEndian.PutUint32(h[16:], version)
 	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], castagnoli))
 	return h
 }
@@ -582,6 +654,11 @@ func allZero(b []byte) bool {
 func (j *File) replay(size int64) (err error) {
 	defer j.guard(&err)
 	walTime := j.lastTime
+	// A version 1 journal beside a store is one whose conversion was cut
+	// short: it holds every request, the store's last one among them. One
+	// that does not is not the journal the store was made from (an older
+	// copy put back, say): the store would add requests it does not hold.
+	unmatched := j.version == versionAlone && walTime != 0
 	prev, sinceCkpt, reported := uint64(0), int64(0), int64(0)
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, j.end, size-j.end), 1<<20)
 	var head [recordHeaderSize]byte
@@ -611,8 +688,14 @@ func (j *File) replay(size int64) (err error) {
 		prev = rec.time
 		j.end += recordHeaderSize + int64(rec.length)
 		j.records++
+		if rec.time == walTime {
+			unmatched = false
+		}
 		if rec.time <= walTime {
 			continue // the store holds it: a checkpoint's cut never happened
+		}
+		if unmatched {
+			return j.unmatched(walTime)
 		}
 		if last := uint64(j.eng.Now().UnixNano()); rec.time <= last {
 			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d, the store's clock: the journal and the store do not belong together; refusing to open them",
@@ -655,7 +738,17 @@ func (j *File) replay(size int64) (err error) {
 	if j.progress != nil && reported > 0 {
 		j.progress(j.end, size)
 	}
+	if unmatched {
+		return j.unmatched(walTime)
+	}
 	return nil
+}
+
+// unmatched refuses a version 1 journal that does not hold the last
+// request its store holds, stamped walTime.
+func (j *File) unmatched(walTime uint64) error {
+	return fmt.Errorf("%w: %s (format version 1, every request in it) does not hold the request stamped %d, the last one its store %s holds: they do not belong together (an older copy of the journal put back?); refusing to open them (move the store away to convert the journal anew)",
+		ErrCorrupt, j.path, walTime, StorePath(j.path))
 }
 
 type recordHeader struct {

@@ -136,13 +136,14 @@ func (silent) Fatalf(format string, args ...any) {
 // ID index's filters and index blocks must stay for a new ID's lookup to
 // cost no read (measured: with half for chunks, a new key's decision
 // costs 2.5 times as much).
-func openStore(dir string, cacheBytes int64) (*store, error) {
+func openStore(dir string, cacheBytes int64, mustExist bool) (*store, error) {
 	cache := pebble.NewCache(max(cacheBytes-cacheBytes/4, 8<<20))
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:        cache,
-		MemTableSize: 16 << 20,
-		Logger:       silent{},
+		MemTableSize:     16 << 20,
+		Logger:           silent{},
+		ErrorIfNotExists: mustExist,
 	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -694,8 +695,9 @@ func (e *Engine) opStats() []*OpStats {
 
 // attach makes the engine, which must be new, keep its state in st, and
 // loads what st holds. It returns the cluster time of the last request
-// st holds (0 for a new store).
-func (e *Engine) attach(st *store) (uint64, error) {
+// st holds and whether st holds a checkpoint (0 and false for a new
+// store).
+func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 	s := e.st
 	s.st = st
 	s.transfers.st, s.transfers.dirty = st, map[uint32]bool{}
@@ -704,24 +706,24 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	s.expired.st, s.expired.space = st, keyExpired
 	v := st.get([]byte{keyMeta})
 	if v == nil {
-		return 0, nil
+		return 0, false, nil
 	}
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %s; refusing to use the store", ErrCorrupt, why)
 	}
 	if !bytes.HasPrefix(v, []byte(storeMagic)) {
-		return 0, bad("its meta record is not one")
+		return 0, false, bad("its meta record is not one")
 	}
 	r := reader{b: v[len(storeMagic):]}
 	if ver := r.u32(); ver != storeVersion {
-		return 0, bad(fmt.Sprintf("store format version %d; this program reads version %d", ver, storeVersion))
+		return 0, false, bad(fmt.Sprintf("store format version %d; this program reads version %d", ver, storeVersion))
 	}
 	for _, n := range []int{xferSize, ckptSize, balanceSize, expiredSize} {
 		if got := r.u32(); got != uint32(n) {
-			return 0, bad(fmt.Sprintf("written with records of %d bytes where this program has %d (another architecture or version)", got, n))
+			return 0, false, bad(fmt.Sprintf("written with records of %d bytes where this program has %d (another architecture or version)", got, n))
 		}
 	}
-	walTime := r.u64()
+	walTime = r.u64()
 	e.last = r.u64()
 	e.issued.Store(e.last)
 	s.lastEvent, s.pendingCount, s.expiredCount, s.nextExpiry = r.u64(), r.u64(), r.u64(), r.u64()
@@ -731,13 +733,13 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	}
 	nq := r.u32()
 	if nq > maxQueues {
-		return 0, bad("too many expiry queues")
+		return 0, false, bad("too many expiry queues")
 	}
 	for range nq {
 		q := expiryQueue{timeout: r.u32()}
 		n := r.u32()
 		if int(n) > len(r.b)/4 {
-			return 0, bad("an expiry queue longer than its record")
+			return 0, false, bad("an expiry queue longer than its record")
 		}
 		for range n {
 			q.push(r.u32())
@@ -746,14 +748,14 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	}
 	nh := r.u32()
 	if int(nh) > len(r.b)/12 {
-		return 0, bad("an expiry heap longer than its record")
+		return 0, false, bad("an expiry heap longer than its record")
 	}
 	s.expiries = make(expiryHeap, nh)
 	for i := range s.expiries {
 		s.expiries[i] = expiry{at: r.u64(), idx: r.u32()}
 	}
 	if r.bad || len(r.b) != 0 {
-		return 0, bad("its meta record has the wrong length")
+		return 0, false, bad("its meta record has the wrong length")
 	}
 	chunks := int((nx + chunkMask) >> chunkShift)
 	s.transfers.n, s.transfers.flushed = nx, nx
@@ -772,24 +774,24 @@ func (e *Engine) attach(st *store) (uint64, error) {
 	s.accountIdx = make(map[tb.Uint128]uint32, na)
 	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAccount}, UpperBound: []byte{keyAccount + 1}})
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrStore, err)
+		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	n := uint32(0)
 	for it.First(); it.Valid(); it.Next() {
 		ai := binary.BigEndian.Uint32(it.Key()[1:])
 		if ai != n || ai >= na || !decodeAcct(it.Value(), s.accounts.at(ai)) {
 			it.Close()
-			return 0, bad(fmt.Sprintf("account record %d is damaged or out of place", ai))
+			return 0, false, bad(fmt.Sprintf("account record %d is damaged or out of place", ai))
 		}
 		s.accountIdx[s.accounts.at(ai).id] = ai
 		n++
 	}
 	if err := it.Close(); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrStore, err)
+		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	if n != na {
-		return 0, bad(fmt.Sprintf("%d account records where the meta record says %d", n, na))
+		return 0, false, bad(fmt.Sprintf("%d account records where the meta record says %d", n, na))
 	}
 	st.walTime = walTime
-	return walTime, nil
+	return walTime, true, nil
 }
