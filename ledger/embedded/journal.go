@@ -187,8 +187,8 @@ type File struct {
 	path    string
 	version uint32 // the journal's format version (see Format)
 	eng     *Engine
-	clock *ManualClock // the engine's clock, moved by the File
-	real  Clock        // the time requests are stamped with
+	clock   *ManualClock // the engine's clock, moved by the File
+	real    Clock        // the time requests are stamped with
 
 	mu        sync.Mutex
 	f         *os.File
