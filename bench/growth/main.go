@@ -1,7 +1,7 @@
 // Command growth measures what the embedded default keeps as it decides:
-// resident memory, live heap and data on disk after every so many
-// decisions, on known keys and then on new ones, and the time a start on
-// the data it left takes to its first answer.
+// resident memory, live heap, the Go runtime's memory and data on disk
+// after every so many decisions, on known keys and then on new ones, and
+// the time a start on the data it left takes to its first answer.
 //
 // It runs the request-rate recipe on ledger.New(embedded.Open(-data)), as
 // tblimit serve does without a cluster, in this process. The cluster clock
@@ -25,8 +25,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +56,7 @@ type config struct {
 	callers, every   int
 	zipfS            float64
 	keepData         bool
+	profile, cpu     string
 }
 
 func run() error {
@@ -69,6 +72,8 @@ func run() error {
 	flag.IntVar(&c.every, "every", 0, "decisions between two samples (default: a twentieth of a phase)")
 	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "the Zipf exponent of the known keys' decisions")
 	flag.BoolVar(&c.keepData, "keep", false, "keep the data file")
+	flag.StringVar(&c.profile, "heap-profile", "", "write a heap profile at the end of each phase to this file, the phase's name appended")
+	flag.StringVar(&c.cpu, "cpu-profile", "", "write a CPU profile of the phases to this file")
 	flag.Parse()
 	if c.keys < 1 || c.decisions < 0 || c.fresh < 0 || c.rate <= 0 || c.callers < 1 {
 		return fmt.Errorf("want -keys ≥ 1, -decisions and -new ≥ 0, -rate > 0, -callers ≥ 1")
@@ -111,8 +116,19 @@ func run() error {
 	}
 	fmt.Printf("growth: %s, %d known keys provisioned in %v; %g decisions/s of cluster time, window %v, limit %d, %d callers\n\n",
 		c.data, c.keys, time.Since(start).Round(time.Millisecond), c.rate, c.window, c.limit, c.callers)
-	fmt.Printf("%-7s %12s %10s %10s %10s %12s %12s\n", "phase", "decisions", "rss MB", "heap MB", "data MB", "decisions/s", "wall")
+	fmt.Printf("%-7s %12s %10s %10s %10s %10s %12s %12s\n", "phase", "decisions", "rss MB", "heap MB", "go MB", "data MB", "decisions/s", "wall")
 
+	if c.cpu != "" {
+		f, err := os.Create(c.cpu)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), c.zipfS, 1, uint64(c.keys-1))
 	var zmu sync.Mutex
 	knownKey := func(int) string { zmu.Lock(); defer zmu.Unlock(); return known[zipf.Uint64()] }
@@ -194,9 +210,15 @@ func phase(c config, name string, n int, key func(i int) string, allow func(stri
 				rssHalf = append(rssHalf, r)
 			}
 			rate := float64(done-last) / time.Since(lastAt).Seconds()
-			fmt.Printf("%-7s %12d %10.0f %10.0f %10.0f %12.0f %12v\n", name, done, r, float64(liveHeap())/1e6,
+			live, held := goMemory()
+			fmt.Printf("%-7s %12d %10.0f %10.0f %10.0f %10.0f %12.0f %12v\n", name, done, r, float64(live)/1e6, float64(held)/1e6,
 				float64(dataSize(c.data))/1e6, rate, time.Since(began).Round(time.Second))
 			last, lastAt = done, time.Now()
+		}
+	}
+	if c.profile != "" {
+		if err := writeHeapProfile(c.profile + "." + name); err != nil {
+			return err
 		}
 	}
 	if len(rssHalf) > 1 {
@@ -209,6 +231,21 @@ func phase(c config, name string, n int, key func(i int) string, allow func(stri
 			name, lo, hi, (lo/mean-1)*100, (hi/mean-1)*100, mean)
 	}
 	return nil
+}
+
+// writeHeapProfile writes a heap profile as of the last garbage collection
+// to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // rss is this process's resident memory in bytes.
@@ -228,14 +265,14 @@ func rss() int64 {
 	return 0
 }
 
-// liveHeap is the heap the last garbage collection found live.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// goMemory returns the heap the last garbage collection found live, and
+// the memory the Go runtime holds from the system (less what it gave
+// back): resident memory past it is memory allocated outside Go's heap,
+// Pebble's cache and memory tables.
+func goMemory() (live, held uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		return s[0].Value.Uint64()
-	}
-	return 0
+	return s[0].Value.Uint64(), s[1].Value.Uint64() - s[2].Value.Uint64()
 }
 
 // dataSize is the size of the data file and of its store (every file
