@@ -16,9 +16,9 @@
 //
 // New keeps everything in memory; Open keeps it on disk (a *File, also a
 // tb.Client): a journal that every acknowledged request survives, even
-// kill -9, and a store that holds the state, memory holding the accounts,
-// the pending transfers and a bounded cache. One process at a time may
-// hold it.
+// kill -9, and a store that holds the state, memory holding an index of
+// the account IDs, the pending transfers' expiry and a bounded cache. One
+// process at a time may hold it.
 //
 // An Engine is safe for concurrent use; requests are applied one at a time,
 // as a cluster commits them.

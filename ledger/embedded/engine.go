@@ -58,12 +58,12 @@ func WithClock(c Clock) Option {
 	}
 }
 
-// WithCacheSize sets how many bytes of stored transfers, expiries and
-// Pebble blocks a File opened with Open keeps in memory besides what is
-// live (accounts, pending transfers, what changed since the last
-// checkpoint), a quarter for the transfers and expiries it read back or
-// wrote, the rest for Pebble's blocks (8 MiB at least); the default is
-// 64 MiB.
+// WithCacheSize sets how many bytes of stored accounts, transfers,
+// expiries and Pebble blocks a File opened with Open keeps in memory
+// besides what it must (the account IDs, the pending transfers' expiry,
+// what changed since the last checkpoint), a quarter for the accounts,
+// transfers and expiries it read back or wrote, the rest for Pebble's
+// blocks (8 MiB at least); the default is 64 MiB.
 // New ignores it.
 func WithCacheSize(bytes int64) Option {
 	return func(e *Engine) { e.cacheSize = bytes }

@@ -460,6 +460,53 @@ func (l *chunked[T]) push() (uint32, *T) {
 	return i, l.at(i)
 }
 
+// acctArena stores accounts by index, in pages of acctPage. With a store
+// (see store.go), a page may be absent from memory (nil in pages): it is
+// read back from the store when used, so that memory holds the accounts
+// in use and an index from ID to account, not every account ever made.
+// Pages are small because accounts are found one at a time, by ID, in no
+// order: a page read for one account should cost little.
+type acctArena struct {
+	pages []*[acctPage]acct
+	n     uint32
+
+	st      *store // nil: everything stays in memory
+	flushed uint32 // with a store: accounts [0, flushed) are in it
+}
+
+// A page is 16 accounts (5 KiB): a decision that reads a cold account
+// reads its page, and one that changes it keeps its page in memory until
+// the next checkpoint.
+const (
+	acctPageShift = 4
+	acctPage      = 1 << acctPageShift
+	acctPageMask  = acctPage - 1
+)
+
+func (l *acctArena) at(i uint32) *acct {
+	p := l.pages[i>>acctPageShift]
+	if p == nil {
+		p = l.load(i >> acctPageShift)
+	}
+	return &p[i&acctPageMask]
+}
+
+// push appends a zero account and returns its index and a pointer to it.
+func (l *acctArena) push() (uint32, *acct) {
+	i := l.n
+	if i&acctPageMask == 0 && int(i>>acctPageShift) == len(l.pages) {
+		l.pages = append(l.pages, new([acctPage]acct))
+	}
+	l.n++
+	return i, l.at(i)
+}
+
+// pop removes the last account (rollback), which is in memory.
+func (l *acctArena) pop() {
+	l.n--
+	*l.at(l.n) = acct{}
+}
+
 // dlist is an append-only list of T whose entries before base are, with
 // a store, in the store only (like idxList's); without one, base is 0 and
 // it is a slice.

@@ -67,9 +67,11 @@ func (r *refusal) Unavailable() bool { return true }
 // (a write-ahead log), and its store, the directory beside it named by
 // StorePath, a Pebble database that holds the state (accounts, transfers,
 // the indexes the queries need, pending transfers and their expiry; see
-// store.go). Memory holds the accounts, the pending transfers' expiry
-// queues, what changed since the last checkpoint and a cache of the rest
-// (WithCacheSize): it grows with the live keys, not with the decisions.
+// store.go). Memory holds an index from account ID to account (about 40
+// bytes a key), the pending transfers' expiry queues, what changed since
+// the last checkpoint and a cache of the rest, accounts included
+// (WithCacheSize): it grows with the keys, by little, not with the
+// decisions.
 //
 // # What is stored
 //
@@ -102,9 +104,9 @@ func (r *refusal) Unavailable() bool { return true }
 // writes everything that changed since the last one to the store in one
 // atomic, fsynced batch, with the time of the last request it includes;
 // then the journal is cut back to its header. Open loads the store (the
-// accounts and the expiry queues, not the transfers) and replays only the
-// journal's requests after that time: a start takes time in proportion to
-// the live keys, not to the history. A crash between a checkpoint and the
+// account IDs and the expiry queues, not the accounts nor the transfers)
+// and replays only the journal's requests after that time: a start takes
+// time in proportion to the keys, not to the history. A crash between a checkpoint and the
 // cut leaves requests in the journal that the store holds: Open skips them
 // by their time. A journal written before stores (no store beside it) is
 // applied to a new store on its first Open, once, with checkpoints along

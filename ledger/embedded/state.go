@@ -160,8 +160,8 @@ const (
 // requests applied with the same timestamps give the same state and results.
 // It is not safe for concurrent use; Engine serializes access.
 type state struct {
-	accounts   chunked[acct] // in memory, with or without a store
-	accountIdx map[tb.Uint128]uint32
+	accounts   acctArena             // with a store, in pages read back when used
+	accountIdx map[tb.Uint128]uint32 // in memory, with or without a store
 
 	transferIDs ids       // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order

@@ -18,25 +18,27 @@ import (
 // holds what is hot and a start reads no history (see File).
 //
 // The state machine is the same code with or without a store: the
-// structures that grow with every transfer (the transfer arena, the ID
-// sets, the expiry log, the accounts' lists of transfers, expiries,
-// checkpoints and balances) hold in memory only what changed since the
-// last checkpoint and a bounded cache of the rest, and read the rest back
-// from the store when used. What is bounded by live keys stays in memory:
-// the accounts and their balances, the pending transfers' expiry queues,
-// the counters.
+// structures that grow with every transfer or key (the accounts, the
+// transfer arena, the ID sets, the expiry log, the accounts' lists of
+// transfers, expiries, checkpoints and balances) hold in memory only what
+// changed since the last checkpoint and a bounded cache of the rest, and
+// read the rest back from the store when used. What stays in memory is
+// what finding a key needs, the index from account ID to account (about
+// 40 bytes a key), and what is hot: the pending transfers' expiry queues
+// and the counters.
 //
 // A checkpoint writes, in one atomic and synced Pebble batch, everything
 // that changed since the previous one, and the cluster time of the last
 // request it includes: the File's journal, which every request is written
 // to and fsynced in first, then holds only the requests after it and is
-// cut back to its header. Open loads the accounts and the queues, and
+// cut back to its header. Open loads the account IDs and the queues, and
 // applies the journal's requests that came after the checkpoint.
 //
 // Keys (all integers big-endian, so that keys sort as the numbers do):
 //
 //	"M"                            the meta record: counters, queues, clock
 //	"A" account index              an account: fields, balances, list lengths
+//	"N" block                      the IDs of accounts [block*64, +64), as many as exist
 //	"T" chunk                      transfers [chunk*1024, +1024): records, IDs, user data 128
 //	"E" chunk                      expiry events [chunk*1024, +1024)
 //	"I" transfer ID                the transfer's index, or nothing for an ID that
@@ -84,6 +86,7 @@ type evictor interface{ evict(c uint32) int64 }
 const (
 	keyMeta      = 'M'
 	keyAccount   = 'A'
+	keyAcctIDs   = 'N'
 	keyTransfers = 'T'
 	keyExpired   = 'E'
 	keyID        = 'I'
@@ -101,7 +104,7 @@ const (
 )
 
 const (
-	storeVersion   = 1
+	storeVersion   = 2
 	storeMagic     = "tblimit store\n\x00\x00"
 	xferSize       = int(unsafe.Sizeof(xfer{}))
 	ckptSize       = int(unsafe.Sizeof(ckpt{}))
@@ -140,7 +143,7 @@ func openStore(dir string, cacheBytes int64, mustExist bool) (*store, error) {
 	cache := pebble.NewCache(max(cacheBytes-cacheBytes/4, 8<<20))
 	defer cache.Unref()
 	opts := &pebble.Options{
-		Cache:        cache,
+		Cache:            cache,
 		MemTableSize:     16 << 20,
 		Logger:           silent{},
 		ErrorIfNotExists: mustExist,
@@ -169,10 +172,15 @@ func key1(space byte, n uint32) []byte {
 	return k
 }
 
+// idKey is the key of an ID: big-endian, so that time-ordered IDs (whose
+// top bits are the time) make keys in the order they are written, which
+// the store appends rather than merges.
 func idKey(space byte, id tb.Uint128) []byte {
 	k := make([]byte, 17)
 	k[0] = space
-	copy(k[1:], id[:])
+	for i, b := range id {
+		k[16-i] = b
+	}
 	return k
 }
 
@@ -415,6 +423,81 @@ func (l *chunked[T]) flush(b *pebble.Batch) func() {
 	}
 }
 
+// Account pages.
+
+// load reads page c back from the store.
+func (l *acctArena) load(c uint32) *[acctPage]acct {
+	st := l.st
+	if st == nil {
+		panic("embedded: account page missing")
+	}
+	lo, hi := c*acctPage, min(c*acctPage+acctPage, l.flushed)
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: key1(keyAccount, lo), UpperBound: key1(keyAccount, hi)})
+	if err != nil {
+		st.fault(err, "accounts")
+	}
+	p := new([acctPage]acct)
+	ai := lo
+	for it.First(); it.Valid(); it.Next() {
+		if ai >= hi || binary.BigEndian.Uint32(it.Key()[1:]) != ai || !decodeAcct(it.Value(), &p[ai-lo]) {
+			it.Close()
+			st.fault(errors.New("damaged or out of place"), fmt.Sprintf("account record %d", ai))
+		}
+		ai++
+	}
+	if err := it.Close(); err != nil {
+		st.fault(err, "accounts")
+	}
+	if ai != hi {
+		st.fault(fmt.Errorf("%d records where %d were expected", ai-lo, hi-lo), fmt.Sprintf("account page %d", c))
+	}
+	l.pages[c] = p
+	st.cache(l, c, acctPageBytes)
+	return p
+}
+
+// acctPageBytes is what a page of clean accounts takes in memory (their
+// lists are empty).
+const acctPageBytes = int64(unsafe.Sizeof([acctPage]acct{}))
+
+// evict drops page c unless an account in it changed since the last
+// checkpoint.
+func (l *acctArena) evict(c uint32) int64 {
+	if l.pages[c] == nil || l.st.pageDirty(c) || min(c*acctPage+acctPage, l.n) > l.flushed {
+		return 0
+	}
+	l.pages[c] = nil
+	return acctPageBytes
+}
+
+// pageDirty reports whether an account of page c changed since the last
+// checkpoint.
+func (st *store) pageDirty(c uint32) bool {
+	const perWord = 64 / acctPage
+	w := int(c / perWord)
+	return w < len(st.dirtyBits) && st.dirtyBits[w]>>(c%perWord*acctPage)&(1<<acctPage-1) != 0
+}
+
+// idBlock is how many account IDs one record of the store holds.
+const idBlock = 64
+
+// flushIDs writes the IDs of the blocks that gained accounts since the
+// last checkpoint to b.
+func (l *acctArena) flushIDs(b *pebble.Batch) {
+	if l.n <= l.flushed {
+		return
+	}
+	for c := l.flushed / idBlock; c*idBlock < l.n; c++ {
+		lo, hi := c*idBlock, min(c*idBlock+idBlock, l.n)
+		v := make([]byte, 0, 16*(hi-lo))
+		for ai := lo; ai < hi; ai++ {
+			id := l.at(ai).id
+			v = append(v, id[:]...)
+		}
+		b.Set(key1(keyAcctIDs, c), v, nil)
+	}
+}
+
 // ID sets.
 
 func (s *ids) flush(b *pebble.Batch) func() {
@@ -633,12 +716,23 @@ func (e *Engine) checkpoint(walTime uint64) error {
 			done = append(done, s.flushAccount(b, ai))
 		}
 	}
+	s.accounts.flushIDs(b)
 	b.Set([]byte{keyMeta}, e.encodeMeta(walTime), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("%w: checkpoint: %w", ErrStore, err)
 	}
 	for _, f := range done {
 		f()
+	}
+	s.accounts.flushed = s.accounts.n
+	// The pages changed are clean now: they may leave memory.
+	for w, bits := range st.dirtyBits {
+		for c := uint32(w) * (64 / acctPage); bits != 0 && int(c) < len(s.accounts.pages); c++ {
+			if bits&(1<<acctPage-1) != 0 {
+				st.cache(&s.accounts, c, acctPageBytes)
+			}
+			bits >>= acctPage
+		}
 	}
 	clear(st.dirtyBits)
 	st.dirty = st.dirty[:0]
@@ -700,6 +794,7 @@ func (e *Engine) opStats() []*OpStats {
 func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 	s := e.st
 	s.st = st
+	s.accounts.st = st
 	s.transfers.st, s.transfers.dirty = st, map[uint32]bool{}
 	s.transferIDs.st = st
 	s.failedIDs.st, s.failedIDs.failed = st, true
@@ -767,30 +862,29 @@ func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 	s.expired.n, s.expired.flushed = ne, ne
 	s.expired.chunks = make([]*[chunkSize]expiredEvent, (ne+chunkMask)>>chunkShift)
 
-	s.accounts = chunked[acct]{}
-	for range na {
-		s.accounts.push()
-	}
+	s.accounts = acctArena{st: st, n: na, flushed: na, pages: make([]*[acctPage]acct, (na+acctPageMask)>>acctPageShift)}
 	s.accountIdx = make(map[tb.Uint128]uint32, na)
-	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAccount}, UpperBound: []byte{keyAccount + 1}})
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAcctIDs}, UpperBound: []byte{keyAcctIDs + 1}})
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	n := uint32(0)
 	for it.First(); it.Valid(); it.Next() {
-		ai := binary.BigEndian.Uint32(it.Key()[1:])
-		if ai != n || ai >= na || !decodeAcct(it.Value(), s.accounts.at(ai)) {
+		c, v := binary.BigEndian.Uint32(it.Key()[1:]), it.Value()
+		if c != n/idBlock || n%idBlock != 0 || len(v)%16 != 0 || len(v) > 16*idBlock || n+uint32(len(v)/16) > na {
 			it.Close()
-			return 0, false, bad(fmt.Sprintf("account record %d is damaged or out of place", ai))
+			return 0, false, bad(fmt.Sprintf("the account IDs of block %d are damaged or out of place", c))
 		}
-		s.accountIdx[s.accounts.at(ai).id] = ai
-		n++
+		for k := 0; k < len(v); k += 16 {
+			s.accountIdx[tb.Uint128(v[k:k+16])] = n
+			n++
+		}
 	}
 	if err := it.Close(); err != nil {
 		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	if n != na {
-		return 0, false, bad(fmt.Sprintf("%d account records where the meta record says %d", n, na))
+	if n != na || len(s.accountIdx) != int(na) {
+		return 0, false, bad(fmt.Sprintf("%d account IDs (%d distinct) where the meta record says %d accounts", n, len(s.accountIdx), na))
 	}
 	st.walTime = walTime
 	return walTime, true, nil
