@@ -470,8 +470,9 @@ type acctArena struct {
 	pages []*[acctPage]acct
 	n     uint32
 
-	st      *store // nil: everything stays in memory
-	flushed uint32 // with a store: accounts [0, flushed) are in it
+	st      *store   // nil: everything stays in memory
+	flushed uint32   // with a store: accounts [0, flushed) are in it
+	used    []uint64 // with a store: the pages used since their last turn in the cache
 }
 
 // A page is 16 accounts (5 KiB): a decision that reads a cold account
@@ -484,9 +485,13 @@ const (
 )
 
 func (l *acctArena) at(i uint32) *acct {
-	p := l.pages[i>>acctPageShift]
+	c := i >> acctPageShift
+	p := l.pages[c]
 	if p == nil {
-		p = l.load(i >> acctPageShift)
+		p = l.load(c)
+	}
+	if l.st != nil {
+		l.used[c>>6] |= 1 << (c & 63)
 	}
 	return &p[i&acctPageMask]
 }
@@ -496,6 +501,9 @@ func (l *acctArena) push() (uint32, *acct) {
 	i := l.n
 	if i&acctPageMask == 0 && int(i>>acctPageShift) == len(l.pages) {
 		l.pages = append(l.pages, new([acctPage]acct))
+		if l.st != nil && len(l.pages) > 64*len(l.used) {
+			l.used = append(l.used, 0)
+		}
 	}
 	l.n++
 	return i, l.at(i)

@@ -106,11 +106,12 @@ func (r *refusal) Unavailable() bool { return true }
 // then the journal is cut back to its header. Open loads the store (the
 // account IDs and the expiry queues, not the accounts nor the transfers)
 // and replays only the journal's requests after that time: a start takes
-// time in proportion to the keys, not to the history. A crash between a checkpoint and the
-// cut leaves requests in the journal that the store holds: Open skips them
-// by their time. A journal written before stores (no store beside it) is
-// applied to a new store on its first Open, once, with checkpoints along
-// the way so that memory stays bounded (WithProgress reports how far).
+// time in proportion to the keys, not to the history. A crash between a
+// checkpoint and the cut leaves requests in the journal that the store
+// holds: Open skips them by their time. A journal written before stores
+// (no store beside it) is applied to a new store on its first Open, once,
+// with checkpoints along the way so that memory stays bounded
+// (WithProgress reports how far).
 //
 // # Format
 //

@@ -271,6 +271,9 @@ func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
 		if match(s.accounts.at(uint32(k))) {
 			out = append(out, s.account(uint32(k)))
 		}
+		if n%chunkSize == chunkSize-1 {
+			s.shed()
+		}
 	}
 	return out
 }
@@ -293,14 +296,16 @@ func (s *state) queryTransfers(f *tb.QueryFilter) []tb.Transfer {
 			k = uint32(to - 1 - c)
 		}
 		x := s.transfers.at(k)
-		if (f.UserData128 != tbZero && s.transfers.userData128(k) != f.UserData128) ||
-			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
-			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
-			(f.Ledger != 0 && s.accounts.at(x.dr).ledger != f.Ledger) ||
-			(f.Code != 0 && x.code != f.Code) {
-			continue
+		if (f.UserData128 == tbZero || s.transfers.userData128(k) == f.UserData128) &&
+			(f.UserData64 == 0 || x.ud64 == f.UserData64) &&
+			(f.UserData32 == 0 || x.ud32 == f.UserData32) &&
+			(f.Ledger == 0 || s.accounts.at(x.dr).ledger == f.Ledger) &&
+			(f.Code == 0 || x.code == f.Code) {
+			out = append(out, s.transfer(k))
 		}
-		out = append(out, s.transfer(k))
+		if c%chunkSize == chunkSize-1 {
+			s.shed()
+		}
 	}
 	return out
 }
