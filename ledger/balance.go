@@ -8,6 +8,8 @@ import (
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // balance is a user's limit account read as a limit: credits minus posted
@@ -37,6 +39,15 @@ type flight struct {
 	ts      uint64 // cluster time it was created
 	expires uint64 // cluster time it returns
 	code    uint16
+}
+
+// holdsOf is what a view learns of flights: the holds a scan found.
+func holdsOf(fs []flight) []view.Hold {
+	hs := make([]view.Hold, len(fs))
+	for i, f := range fs {
+		hs[i] = view.Hold{ID: f.id, Amount: f.amount, Expires: f.expires}
+	}
+	return hs
 }
 
 // readFlights lists the pending transfers out of account uid that have not

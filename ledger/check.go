@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // Checks: whether units are available, taking nothing (Envoy's hits_addend
@@ -46,7 +48,7 @@ type check struct {
 // exact.
 func (c *Client) Check(ctx context.Context, r Resource, req Request) (Decision, error) {
 	ds, err := c.CheckAll(ctx, []Part{{Resource: r, Request: req}})
-	return first(ds), err
+	return soleDecision(ds), err
 }
 
 // CheckAll checks every part (see Check) and returns one Decision per part,
@@ -72,22 +74,7 @@ func (c *Client) CheckAll(ctx context.Context, parts []Part) ([]Decision, error)
 	if ds, ok := c.checkLocally(checks); ok {
 		return ds, nil
 	}
-	o := c.newOp()
-	o.checks = checks
-	c.checking.Add(1)
-	defer c.checking.Add(-1)
-	for {
-		if err := c.submit(ctx, o); err != nil {
-			return c.unansweredChecks(len(checks), err)
-		}
-		if !o.retry {
-			o.answered = true
-			ds := o.ds
-			c.freeOp(o)
-			return ds, nil
-		}
-		o.reset() // sent while a batch was completing: again, once quiet
-	}
+	return c.sendChecks(ctx, checks)
 }
 
 // checkLocally answers checks from their users' views, if every view knows
@@ -97,9 +84,9 @@ func (c *Client) checkLocally(checks []check) ([]Decision, bool) {
 	var ds []Decision
 	for _, ch := range checks {
 		ch.u.mu.Lock() // not lock: a check changes nothing
-		ok := ch.u.v.complete() && (ch.plan == 0 || ch.u.v.limit == ch.plan)
+		ok := ch.u.v.Complete() && (ch.plan == 0 || ch.u.v.Limit() == ch.plan)
 		if ok {
-			ds = append(ds, ch.u.v.verdict(ch.amount, t, true))
+			ds = append(ds, verdict(&ch.u.v, ch.amount, t, true))
 		}
 		ch.u.mu.Unlock()
 		if !ok {
@@ -171,12 +158,12 @@ func (c *Client) answerChecks(ops []*op) {
 func (c *Client) answerCheck(ch check, t uint64) (Decision, error) {
 	ch.u.mu.Lock()
 	defer ch.u.mu.Unlock()
-	if ch.u.v.limitKnown {
-		return ch.u.v.verdict(ch.amount, t, true), nil
+	if ch.u.v.LimitKnown() {
+		return verdict(&ch.u.v, ch.amount, t, true), nil
 	}
 	if !ch.u.res.Lazy {
 		return Decision{}, &UnknownUserError{Resource: ch.u.res, User: ch.u.key}
 	}
-	fresh := view{limit: cmp.Or(ch.plan, ch.u.res.DefaultLimit), limitKnown: true, window: uint64(ch.u.res.Window)}
-	return fresh.verdict(ch.amount, t, true), nil
+	fresh := view.New(cmp.Or(ch.plan, ch.u.res.DefaultLimit), uint64(ch.u.res.Window), 0, true)
+	return verdict(&fresh, ch.amount, t, true), nil
 }

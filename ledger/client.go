@@ -12,6 +12,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // Client keeps limits in a TigerBeetle cluster, or in anything else that
@@ -50,8 +51,8 @@ type Client struct {
 	// The pipeline's own state: the Batcher's runner and the completion
 	// of a batch (which may overlap the next Send) each use their own
 	// part of it, and never the same field at once (see runner).
-	sent      [2]sentBatch // one in flight, one completing (see Send)
-	turn      int          // the next batch's
+	batches   [2]sentBatch // one in flight, one completing (see Send)
+	turn      int          // the next batch's, in batches
 	lastExact bool         // the last batch answered reads its accounts (see Quiet)
 	reads     readQueue
 	lastTS    uint64 // the latest timestamp of the last batch
@@ -159,7 +160,7 @@ func New(c tb.Client, opts ...Option) *Client {
 		o(cl)
 	}
 	if !cl.conn.InProcess() {
-		cl.users.lag = returnLag
+		cl.users.lag = view.ReturnLag
 	}
 	cl.pipe = conn.NewBatcher[*op](&runner{cl}, cl.conn.InProcess(), cl.gather, cl.maxWaiting)
 	return cl

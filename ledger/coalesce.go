@@ -69,8 +69,8 @@ func (c *Client) merge(b *batch, u *user, ops []*op) {
 	var in, alone []*op
 	var total uint64
 	u.lock()
-	trusted := u.v.complete()
-	left := u.v.available(t)
+	trusted := u.v.Complete()
+	left := u.v.Available(t)
 	for _, o := range ops {
 		amount, _ := u64(o.chain[0].Amount)
 		switch {
@@ -78,7 +78,7 @@ func (c *Client) merge(b *batch, u *user, ops []*op) {
 			in = append(in, o)
 			left -= amount
 			total += amount
-		case trusted && u.v.deny(amount, t, now):
+		case trusted && u.v.Deny(amount, t, now):
 			o.local = true
 			o.ds1[0] = localDenial(&u.v, amount, t)
 			o.ds = o.ds1[:]
@@ -118,7 +118,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 		var later uint64 // the units of the members after this one, reported as if they came one by one
 		for j := len(g.members) - 1; j >= 0; j-- {
 			o := g.members[j]
-			o.ds1[0] = u.v.spareReport(at, later).decision(true, Admitted, fromTB(g.t.ID), at)
+			o.ds1[0] = decisionOf(u.v.SpareReport(at, later), true, Admitted, fromTB(g.t.ID), at)
 			o.ds = o.ds1[:]
 			amount, _ := u64(o.chain[0].Amount)
 			later += amount

@@ -1,5 +1,7 @@
 package ledger
 
+import "github.com/tblimit/tblimit/ledger/internal/view"
+
 // denyPublished denies amount units of u from its published denial
 // without taking u.mu, if that denial holds now. A call to a lease
 // (leased) takes only a denial that says the lease cannot serve, and
@@ -46,8 +48,8 @@ func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) (_ []Decis
 	for i := range parts {
 		amount := parts[i].Request.Amount
 		us[i].mu.Lock() // not lock: a denial changes nothing
-		provisioned = provisioned && us[i].v.provisioned
-		ok := us[i].v.deny(amount, t, now)
+		provisioned = provisioned && us[i].v.Provisioned
+		ok := us[i].v.Deny(amount, t, now)
 		if ok {
 			denial = localDenial(&us[i].v, amount, t)
 			if len(parts) == 1 {
@@ -69,7 +71,7 @@ func (c *Client) denyLocally(parts []Part, us []*user, ds []Decision) (_ []Decis
 			continue
 		}
 		us[i].mu.Lock()
-		d := us[i].v.verdict(parts[i].Request.Amount, t, false)
+		d := verdict(&us[i].v, parts[i].Request.Amount, t, false)
 		us[i].mu.Unlock()
 		ds = append(ds, d)
 	}
@@ -98,7 +100,7 @@ func (u *user) withdraw() {
 // untilLocal, and nothing else happens to the user (see user.denial).
 type denial struct {
 	amount     uint64
-	report     report
+	report     view.Report
 	until      uint64 // no hold returns before it
 	untilLocal int64  // the view denies on its word until then
 	// asked, for a denial decided for a call to a lease (WithLeases),
@@ -116,15 +118,11 @@ type denial struct {
 // could not serve it. u.mu is held.
 func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 	u.withdraw()
-	v := &u.v
-	until := v.next
-	if v.unknown > 0 {
-		until = min(until, v.unknownEnd)
-	}
+	until, untilLocal := u.v.DeniedUntil()
 	if until <= t {
 		return
 	}
-	dn := &denial{amount: amount, report: v.denialReport(amount, t), until: until, untilLocal: v.checked + int64(recheck)}
+	dn := &denial{amount: amount, report: u.v.DenialReport(amount, t), until: until, untilLocal: untilLocal}
 	if leased {
 		if u.lease.asked == nil {
 			u.lease.asked = new(counter) // once per user: denials come and go
@@ -136,7 +134,7 @@ func (u *user) publishDenial(amount, t uint64, now int64, leased bool) {
 
 // under says whether d was decided under the limit of plan (a
 // Request.Limit; 0, no plan, takes any).
-func (d *denial) under(plan uint64) bool { return plan == 0 || d.report.limit == plan }
+func (d *denial) under(plan uint64) bool { return plan == 0 || d.report.Limit == plan }
 
 // decision is d's Decision at cluster time t (local time now), if it
 // holds for amount units then.
@@ -144,11 +142,11 @@ func (d *denial) decision(amount, t uint64, now int64) (Decision, bool) {
 	if amount != d.amount || t >= d.until || now >= d.untilLocal {
 		return Decision{}, false
 	}
-	return d.report.decision(false, LimitExceeded, ID{}, t), true
+	return decisionOf(d.report, false, LimitExceeded, ID{}, t), true
 }
 
 // localDenial is the Decision for amount units of u denied on its view's
 // word at cluster time t. u.mu is held.
-func localDenial(v *view, amount, t uint64) Decision {
-	return v.denialReport(amount, t).decision(false, LimitExceeded, ID{}, t)
+func localDenial(v *view.View, amount, t uint64) Decision {
+	return decisionOf(v.DenialReport(amount, t), false, LimitExceeded, ID{}, t)
 }

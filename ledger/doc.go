@@ -37,44 +37,61 @@
 // reads every decision's accounts, for tools that report one decision.
 // Stats counts what a Client sends, the engine-independent cost.
 //
-// This package is the only one that talks to TigerBeetle. It works on any
+// This package (with its internal plumbing) is the only library package
+// that talks to TigerBeetle; the embedded engine and the test helpers
+// implement or drive tigerbeetle-go's Client. It works on any
 // tigerbeetle-go Client: a real cluster (Dial) or the embedded engine in
 // ledger/embedded (New). Most callers want the limiters in package recipes.
 package ledger
 
 // For a maintainer, where things are:
 //   - What a decision reports (Limit, Remaining, RetryAfter, ResetAfter):
-//     report in view.go, made by the view's methods; report.decision
-//     makes the Decision of every call that decides (sent, denied
-//     locally, leased, coalesced, paid, unanswered, checked). Two more
-//     are made from what is already known, with no view: a ChargeUntil
-//     whose until has passed (acquire.go) and a Reservation found again
-//     by its ID (reservationOf, reserve.go). The HTTP fields made of a Decision
-//     are written by rateLimitFields in package recipes (for a Result's
+//     a view.Report, made by the view's methods (package
+//     ledger/internal/view); decisionOf (decision.go) makes from one the
+//     Decision of every call that decides (sent, denied locally, leased,
+//     coalesced, paid, unanswered, checked). Two more are made from what
+//     is already known, with no view: a ChargeUntil whose until has
+//     passed (acquire.go) and a Reservation found again by its ID
+//     (reservationOf, reserve.go). The HTTP fields made of a Decision are
+//     written by rateLimitFields in package recipes (for a Result's
 //     policies, and for one Decision: DecisionFields).
-//   - What a TigerBeetle status means, in status.go only: classify (holds
+//   - What a TigerBeetle status means, in status.go only (package conn
+//     below folds exists into created, and nothing more): classify (holds
 //     of decisions, payments, funds), classifyEnd (posts and voids),
 //     accountMade, accountNew and accountExistsDifferently (accounts),
 //     classifyCredit, limitStepApplied and classifyCarry; a status none of
 //     them expects becomes a StatusError there.
-//   - A decision's way: decide.go (the retry loop), markers.go (request
+//   - What a call asks and gets: Request, Part, Decision and Reason in
+//     decision.go; the calls in acquire.go, check.go, money.go, reserve.go,
+//     lease.go, reset.go. A call asks the pipeline through one of three
+//     entry points in decide.go: decide (holds to decide: it returns an
+//     answer, its Decisions and, when asked, its chain), send (ends of
+//     holds and funds: their results) or sendChecks. It describes its work
+//     with an opSpec and the steps of its chain, and newOp (pipeline.go) is
+//     the one place an op is made; nothing outside the pipeline reads or
+//     writes an op (the pipeline: pipeline.go, decide.go, markers.go,
+//     lazy.go, coalesce.go, the exact reads of refresh.go, answerChecks in
+//     check.go, withCalls in observe.go).
+//   - A decision's way: decide.go (the retry loop, and the Client's
+//     OnUnavailable for an answer that did not come), markers.go (request
 //     IDs), lazy.go (users provisioned by their first decisions, in the
 //     pipeline: one create_accounts per batch ahead of its create, which
 //     carries each new user's credit ahead of its hold), denial.go (denials
-//     without I/O), unavailable.go (no answer), pipeline.go (sending:
-//     the runner sends the next batch as soon as the last one's answer
-//     comes, and the last completes on a goroutine of its own while the
-//     next is in flight; reads that keep views true, exact decisions and
-//     coalescing ask for quiet, every batch completed first: see
-//     runner.Quiet).
+//     without I/O), pipeline.go (sending: the runner sends the next batch
+//     as soon as the last one's answer comes, and the last completes on a
+//     goroutine of its own while the next is in flight; reads that keep
+//     views true, exact decisions and coalescing ask for quiet, every
+//     batch completed first: see runner.Quiet).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
-//   - The view stays in this package, not in a package of its own: the
-//     pipeline, provisioning and leases read and write its fields under
-//     the user's mutex (its limit, whether it is stale or queued for a
-//     read), and its hot fields share the user's first cache lines with
-//     that bookkeeping (see view); a package boundary would export them
-//     all or split the struct.
+//   - What a Client knows of a user without reading it (its view) is
+//     package ledger/internal/view: its arithmetic (the limit, holds,
+//     unknown units, and what they report) is unexported behind its
+//     methods, and its exported fields are the pipeline's bookkeeping of
+//     the user (provisioned, queued for a read or a scan, uses, when last
+//     read), kept beside its hot fields so that both share the user's
+//     first cache lines (view.HotBytes, checked by the layout tests of
+//     both packages). Every method requires the user's mutex.
 //   - Code that looks repeated and stays so: Stats repeats conn.Stats
 //     field for field, because the public type documents each count for
 //     callers and an alias or an embedded field would show them a type of

@@ -328,3 +328,12 @@ func (c *Client) payees(ctx context.Context, currency uint32, paid map[ID][]*Pai
 	}
 	return err
 }
+
+// regranted reports whether next holds again units of the hold that void
+// voided, as the chain of regrant does: the void is linked, and next is a
+// hold, the next event of the same batch. History and Audit fold such a
+// pair into one admission.
+func regranted(void, next tb.Transfer) bool {
+	vf := void.TransferFlags()
+	return vf.VoidPendingTransfer && vf.Linked && next.TransferFlags().Pending && next.Timestamp == void.Timestamp+1
+}

@@ -86,7 +86,7 @@ func (h *Part) provisionLimit() uint64 { return cmp.Or(h.Request.Limit, h.Resour
 func (u *user) seenProvisioned() bool {
 	u.mu.Lock() // not lock: a look changes nothing
 	defer u.mu.Unlock()
-	return u.v.provisioned
+	return u.v.Provisioned
 }
 
 // userAccounts are the accounts of user key on r: its limit account (first)
@@ -193,14 +193,14 @@ func (c *Client) learnSights(o *op, now int64) {
 		}
 		s.u.lock()
 		v := &s.u.v
-		v.provisioned = true
+		v.Provisioned = true
 		switch {
 		case accountNew(s.accounts) && cr == creditNow:
-			v.knowLimit(s.limit, now)
-		case cr == creditNow && !v.limitKnown:
+			v.KnowLimit(s.limit, now)
+		case cr == creditNow:
 			// Credited with this limit, now or before: the limit it was
 			// given, until a read says whether it changed since.
-			v.limit = s.limit
+			v.AssumeLimit(s.limit)
 		}
 		s.u.mu.Unlock()
 	}

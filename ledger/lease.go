@@ -112,9 +112,9 @@ func (c *Client) acquireLeased(ctx context.Context, r Resource, req Request) (De
 			}
 		}
 		l.refresh = make(chan struct{})
-		o, size := c.renewal(u, l, req, now, t)
+		chain, size := c.renewal(u, l, req, now, t)
 		u.mu.Unlock()
-		return c.renew(ctx, u, l, o, size, h)
+		return c.renew(ctx, u, l, chain, size, h)
 	}
 }
 
@@ -126,9 +126,9 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	if !l.ended && l.granted > 0 && now < l.taken+int64(c.leases.cfg.Lifetime) && l.granted-l.used >= amount {
 		l.used += amount
 		c.leaseAdmissions.Add(1)
-		return u.v.leaseReport(t, l.granted-l.used).decision(true, Admitted, fromTB(l.hold.ID), t), true
+		return decisionOf(u.v.LeaseReport(t, l.granted-l.used), true, Admitted, fromTB(l.hold.ID), t), true
 	}
-	if u.v.deny(amount, t, now) {
+	if u.v.Deny(amount, t, now) {
 		c.localDenials.add(1)
 		u.publishDenial(amount, t, now, true)
 		return localDenial(&u.v, amount, t), true
@@ -136,25 +136,26 @@ func (c *Client) fromLease(u *user, amount uint64, now int64, t uint64) (Decisio
 	return Decision{}, false
 }
 
-// renew sends renewal o (a lease of size units, with the call h) and, when
+// renew sends renewal chain (a lease of size units, with the call h) and, when
 // a lease larger than the call was refused (the view thought it fitted),
 // then a lease of exactly the call's amount. It records the lease taken and
 // lets the calls waiting for the renewal go on.
-func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint64, h Part) (Decision, error) {
+func (c *Client) renew(ctx context.Context, u *user, l *lease, chain []step, size uint64, h Part) (Decision, error) {
 	// A lease admits for its lifetime from when it was asked for: the
 	// cluster took it later, so every unit it admits returns at least a
 	// window less the lifetime after it was admitted, however long the
 	// answer took.
 	asked := c.localNow()
-	ds, err := c.decide(ctx, o, []Part{h})
-	d := first(ds)
+	spec := opSpec{exact: c.exact, keep: true, spare: size - h.Request.Amount}
+	a, err := c.decide(ctx, &spec, chain, []Part{h}, nil)
+	d := soleDecision(a.ds)
 	answered := func() bool { return err == nil && d.Reason != Unavailable }
 	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
-		o = &op{exact: c.exact}
-		o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
-		ds, err = c.decide(ctx, o, []Part{h})
-		d = first(ds)
+		spec.spare = 0
+		exactly := []step{{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true}}
+		a, err = c.decide(ctx, &spec, exactly, []Part{h}, nil)
+		d = soleDecision(a.ds)
 	}
 	u.lock()
 	defer u.mu.Unlock()
@@ -165,7 +166,7 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 		// lease: nothing says the cluster holds its units.
 		return d, err
 	}
-	l.hold, l.heldAt, l.taken, l.learnt = o.chain[len(o.chain)-1], d.Timestamp, asked, c.localNow()
+	l.hold, l.heldAt, l.taken, l.learnt = a.chain[len(a.chain)-1], d.Timestamp, asked, c.localNow()
 	l.granted, l.used, l.demand, l.ended = size, h.Request.Amount, 0, false
 	// The user is not drained: the counter of its leased denials, whose
 	// count its demand took when lock withdrew the last one, goes, so that
@@ -177,13 +178,13 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, o *op, size uint6
 	return d, nil
 }
 
-// renewal returns the op that ends l (giving its unused units back) and
+// renewal returns the chain that ends l (giving its unused units back) and
 // takes a new lease, sized from recent demand, for req; and that size. A
 // lease of exactly what the call asks takes it all or is denied, as any
 // decision; a larger one is taken only as far as u's view, complete, says
 // units are available, so that it needs no lookup to learn what it got.
 // u.mu is held.
-func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) (*op, uint64) {
+func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([]step, uint64) {
 	cfg := c.leases.cfg
 	size := req.Amount
 	if l.taken > 0 {
@@ -195,28 +196,27 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) (*
 	}
 	maxUnits := cfg.MaxUnits
 	if maxUnits == 0 {
-		maxUnits = max(u.v.limit/10, 1)
+		maxUnits = max(u.v.Limit()/10, 1)
 	}
 	size = min(size, maxUnits)
-	o := &op{exact: c.exact}
-	var back uint64 // what this op gives back: the view counts it in flight
+	var chain []step
+	var back uint64 // what this chain gives back: the view counts it in flight
 	if end := c.endLease(l, now); len(end) > 0 {
 		back = l.granted - l.used
 		for _, x := range end {
-			o.add(x, u)
+			chain = append(chain, step{t: x, u: u})
 		}
 	}
 	if size > req.Amount {
-		if u.v.complete() {
-			size = min(size, u.v.available(t)+back)
+		if u.v.Complete() {
+			size = min(size, u.v.Available(t)+back)
 		} else {
 			size = req.Amount
 		}
 	}
 	size = max(size, req.Amount)
-	o.hold(newHold(u.res, u.id, size, tb.TransferFlags{}), u)
-	o.spare = size - req.Amount
-	return o, size
+	chain = append(chain, step{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true})
+	return chain, size
 }
 
 // endLease returns the chain that gives l's unused units back: void the
@@ -273,15 +273,6 @@ func regrant(t tb.Transfer, used uint64, void, keep ID, code uint16) []tb.Transf
 	return []tb.Transfer{end, kept}
 }
 
-// regranted reports whether next holds again units of the hold that void
-// voided, as the chain of regrant does: the void is linked, and next is a
-// hold, the next event of the same batch. History and Audit fold such a
-// pair into one admission.
-func regranted(void, next tb.Transfer) bool {
-	vf := void.TransferFlags()
-	return vf.VoidPendingTransfer && vf.Linked && next.TransferFlags().Pending && next.Timestamp == void.Timestamp+1
-}
-
 // scheduleEnd gives a lease's unused units back when its lifetime ends, if
 // no newer lease replaced it by then.
 func (c *Client) scheduleEnd(u *user, id tb.Uint128) {
@@ -294,15 +285,15 @@ func (c *Client) scheduleEnd(u *user, id tb.Uint128) {
 			u.mu.Unlock()
 			return // replaced, being replaced, or (with a manual clock) not over yet
 		}
-		o := &op{}
+		var chain []step
 		for _, x := range c.endLease(l, now) {
-			o.add(x, u)
+			chain = append(chain, step{t: x, u: u})
 		}
 		u.mu.Unlock()
-		if len(o.chain) > 0 {
+		if len(chain) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), c.conn.Timeout())
 			defer cancel()
-			_ = c.submit(ctx, o) // on failure the units expire with the lease: conservative
+			_, _ = c.send(ctx, &opSpec{}, chain) // on failure the units expire with the lease: conservative
 		}
 	})
 }

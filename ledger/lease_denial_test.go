@@ -108,8 +108,8 @@ func TestLeasedCallsTakeOnlyLeasedDenials(t *testing.T) {
 			t.Errorf("a call (leased %v) not denied from a leased call's denial", leased)
 		}
 		// A call whose plan differs must give the user its limit first.
-		if d, ok := c.denyPublished(u, 1, leased, u.v.limit+1); ok {
-			t.Errorf("a call (leased %v) with a plan of %d denied from a denial under %d: %+v", leased, u.v.limit+1, u.v.limit, d)
+		if d, ok := c.denyPublished(u, 1, leased, u.v.Limit()+1); ok {
+			t.Errorf("a call (leased %v) with a plan of %d denied from a denial under %d: %+v", leased, u.v.Limit()+1, u.v.Limit(), d)
 		}
 	}
 	// Every leased denial of the user counts in one counter, the lease's.

@@ -83,9 +83,9 @@ func checkPayment(r Resource, p *Payment) error {
 }
 
 // pay decides payment p, made at once or, when authorize, held. It returns
-// the decision and, when it admitted, the op whose chain holds the limit
-// and pays.
-func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool) (Decision, *op, error) {
+// the decision and, when it admitted, the answer whose chain holds the
+// limit and pays.
+func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool) (Decision, answer, error) {
 	limit := Part{Resource: r, Request: Request{User: p.From, Amount: p.Amount, ID: p.ID, Ref: p.Ref}}
 	start := c.observeStart()
 	u := c.users.get(r, p.From)
@@ -95,18 +95,15 @@ func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool)
 		ds, denied, provisioned := c.denyLocally([]Part{limit}, []*user{u}, buf[:0])
 		if denied {
 			c.observe(start, []Part{limit}, ds, nil)
-			return ds[0], nil, nil
+			return ds[0], answer{}, nil
 		}
 		seen = provisioned
 	}
-	o := c.payment(r, p, u)
-	if authorize {
-		o.authorize(r, p)
-	}
-	o.seen = seen
-	ds, err := c.decide(ctx, o, []Part{limit})
-	d := first(ds)
-	if err == nil && d.Allowed && o.earlier && !p.ID.IsZero() {
+	var buf [1]Decision
+	spec, chain := c.payment(r, p, u, authorize, seen)
+	a, err := c.decide(ctx, spec, chain, []Part{limit}, buf[:0])
+	d := soleDecision(a.ds)
+	if err == nil && d.Allowed && a.earlier && !p.ID.IsZero() {
 		// An unnamed payment found applied is this call's own, resent
 		// (after an eviction, say): its transfers' IDs are new. A named one
 		// may be another payment under the same ID.
@@ -116,26 +113,28 @@ func (c *Client) pay(ctx context.Context, r Resource, p Payment, authorize bool)
 		}
 	}
 	c.observe(start, []Part{limit}, []Decision{d}, err)
-	return d, o, err
+	return d, a, err
 }
 
-// payment is the op of a payment: a hold of its amount on r's limit
+// payment is the chain of a payment: a hold of its amount on r's limit
 // ledger for u (p.From), linked to the transfer itself on r's currency
-// ledger, which carries the hold's ID in user_data_128. A
-// payment is never made open, whatever the Client's OnUnavailable.
-func (c *Client) payment(r Resource, p Payment, u *user) *op {
+// ledger, which carries the hold's ID in user_data_128. A payment is never
+// made open, whatever the Client's OnUnavailable. When authorize, the
+// payment is pending too, and both transfers expire after p.Timeout (the
+// window when 0), so that a capture (Reservation.CommitN) or a release
+// (Reservation.Cancel) ends both; the answer keeps the chain. seen: u was
+// seen provisioned.
+func (c *Client) payment(r Resource, p Payment, u *user, authorize, seen bool) (*opSpec, []step) {
 	hold := newHold(r, u.id, p.Amount, tb.TransferFlags{Linked: true})
 	hold.UserData64, hold.Code = p.Ref, codePayHold
 	if !p.ID.IsZero() {
 		hold.ID = p.ID.tb()
 	}
-	o := &op{exact: c.exact, key: p.ID, payment: true}
-	o.hold(hold, u)
 	id := NewID()
 	if !p.ID.IsZero() {
 		id = paymentID(p.ID)
 	}
-	o.add(tb.Transfer{
+	pay := tb.Transfer{
 		ID:              id.tb(),
 		DebitAccountID:  CurrencyUserID(r.Currency, p.From).tb(),
 		CreditAccountID: CurrencyUserID(r.Currency, p.To).tb(),
@@ -144,8 +143,16 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 		UserData64:      p.Ref,
 		Ledger:          r.Currency,
 		Code:            codePayment,
-	}, nil)
-	o.explain = func(t *tb.Transfer, out outcome) error {
+	}
+	if authorize {
+		secs, _ := WindowSeconds(r.Window)
+		if p.Timeout != 0 {
+			secs, _ = WindowSeconds(p.Timeout)
+		}
+		hold.Timeout, pay.Timeout = secs, secs
+		pay.Flags = tb.TransferFlags{Pending: true}.ToUint16()
+	}
+	explain := func(t *tb.Transfer, out outcome) error {
 		payment := t.Code == codePayment
 		switch {
 		case !payment && out == outNoUser:
@@ -159,27 +166,8 @@ func (c *Client) payment(r Resource, p Payment, u *user) *op {
 		}
 		return nil
 	}
-	return o
-}
-
-// authorize makes o, a payment's op, an authorization: the payment is
-// pending too, and both transfers expire after p.Timeout (the window when
-// 0), so that a capture (Reservation.CommitN) or a release
-// (Reservation.Cancel) ends both.
-func (o *op) authorize(r Resource, p Payment) {
-	secs, _ := WindowSeconds(r.Window)
-	if p.Timeout != 0 {
-		secs, _ = WindowSeconds(p.Timeout)
-	}
-	for i := range o.chain {
-		switch o.chain[i].Code {
-		case codePayHold:
-			o.chain[i].Timeout = secs
-		case codePayment:
-			o.chain[i].Timeout = secs
-			o.chain[i].Flags = tb.TransferFlags{Pending: true}.ToUint16()
-		}
-	}
+	return &opSpec{key: p.ID, seen: seen, exact: c.exact, payment: true, explain: explain, keep: authorize},
+		[]step{{t: hold, u: u, decide: true}, {t: pay}}
 }
 
 // Authorize authorizes payment p under money resource r, for capture
@@ -200,7 +188,7 @@ func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reserva
 	if err := checkPayment(r, &p); err != nil {
 		return nil, err
 	}
-	d, o, err := c.pay(ctx, r, p, true)
+	d, a, err := c.pay(ctx, r, p, true)
 	if err != nil || !d.Allowed {
 		if err != nil && d.Reason == Undecided {
 			return nil, err
@@ -208,18 +196,18 @@ func (c *Client) Authorize(ctx context.Context, r Resource, p Payment) (*Reserva
 		return &Reservation{c: c, res: r, d: d}, err
 	}
 	rv := &Reservation{c: c, res: r, u: c.users.get(r, p.From), d: d}
-	hold := o.chain[o.firstHold()]
-	if !o.earlier {
+	hold := a.chain[a.holds[0]]
+	if !a.earlier {
 		rv.heldAt = d.Timestamp
-	} else if hold, err = c.heldUnder(ctx, r.Ledger, codePayHold, p.ID, !o.marked); err != nil {
+	} else if hold, err = c.heldUnder(ctx, r.Ledger, codePayHold, p.ID, !a.marked); err != nil {
 		return nil, err
 	} else {
 		rv.heldAt = hold.Timestamp
 	}
 	rv.t = hold
 	rv.t.PendingID, rv.t.ID, rv.t.Timestamp, rv.t.Flags = hold.ID, tb.Uint128{}, 0, 0
-	if !o.earlier {
-		for _, t := range o.chain {
+	if !a.earlier {
+		for _, t := range a.chain {
 			if t.Code == codePayment {
 				t.PendingID = t.ID
 				rv.pay = &t
@@ -279,17 +267,6 @@ func (c *Client) samePayment(ctx context.Context, r Resource, p Payment) error {
 	return nil
 }
 
-// paymentDenied reports whether o's payment itself failed for want of
-// funds.
-func (o *op) paymentDenied() bool {
-	for i, t := range o.chain {
-		if t.Code == codePayment {
-			return classify(o.res[i].Status) == outDenied
-		}
-	}
-	return false
-}
-
 // MaxSupply is the most of a currency that Fund lets exist in all (the
 // currency operator's posted debits): so that no balance can outgrow the
 // 64 bits an amount has here, however payments gather it.
@@ -315,12 +292,11 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 	if err := c.checkSupply(ctx, currency, req.Amount); err != nil {
 		return err
 	}
-	o := &op{key: req.ID}
 	id := req.ID
 	if id.IsZero() {
 		id = NewID()
 	}
-	o.add(tb.Transfer{
+	fund := tb.Transfer{
 		ID:              id.tb(),
 		DebitAccountID:  CurrencyOperatorID(currency).tb(),
 		CreditAccountID: CurrencyUserID(currency, req.User).tb(),
@@ -328,27 +304,20 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 		UserData64:      req.Ref,
 		Ledger:          currency,
 		Code:            codeFund,
-	}, nil)
-	for attempt := 0; ; attempt++ {
-		if err := c.submit(ctx, o); err != nil {
-			return &attemptError{id: id, err: err}
-		}
-		if spent(o.res) && attempt < maxAttempts {
-			if err := c.reattempt(ctx, o); err != nil { // an earlier attempt under the ID failed: a new one
-				return err
-			}
-			continue
-		}
-		return fundOutcome(o, currency, req.User, id)
 	}
+	res, err := c.send(ctx, &opSpec{key: req.ID, retrySpent: true}, []step{{t: fund}})
+	if err != nil {
+		return &attemptError{id: id, err: err}
+	}
+	return fundOutcome(res, currency, req.User, id)
 }
 
-// fundOutcome reads the answer to a fund.
-func fundOutcome(o *op, currency uint32, user string, id ID) error {
-	if _, decided, _ := chainOutcome(o.res); decided && !anyStatus(o.res, outDenied) {
+// fundOutcome reads res, the answer to a fund.
+func fundOutcome(res []tb.CreateTransferResult, currency uint32, user string, id ID) error {
+	if _, decided, _ := chainOutcome(res); decided && !anyStatus(res, outDenied) {
 		return nil // created, or made earlier under the ID
 	}
-	for i, s := range o.res {
+	for i, s := range res {
 		switch classify(s.Status) {
 		case outNoUser:
 			return fmt.Errorf("%w: currency ledger %d has no operator account (create a money resource on it first)", ErrUnknownResource, currency)
@@ -361,7 +330,7 @@ func fundOutcome(o *op, currency uint32, user string, id ID) error {
 			return transferStatusError(i, s.Status)
 		}
 	}
-	return fmt.Errorf("ledger: fund %s failed without a cause: %v", id, o.res)
+	return fmt.Errorf("ledger: fund %s failed without a cause: %v", id, res)
 }
 
 func anyStatus(res []tb.CreateTransferResult, out outcome) bool {

@@ -9,6 +9,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // The decision pipeline. Every call that takes, ends or pays (Acquire,
@@ -28,7 +29,65 @@ import (
 // into one transfer. Leases (WithLeases) admit calls before they reach the
 // pipeline and send their renewals through it.
 
-// op is one call's work in the pipeline.
+// opSpec is what a call asks of the pipeline: the chain it sends and how
+// its answer is read. newOp makes the call's op from it, and the call gets
+// back an answer (see decide, send and sendChecks): nothing outside the
+// pipeline touches an op.
+//
+// The chain's steps go beside the spec, not in it: newOp keeps some of a
+// spec's pointers (checks, explain), so escape analysis sends everything a
+// spec points to to the heap; passed apart, the one step of a common call
+// stays on its caller's stack.
+type opSpec struct {
+	checks []check // a Check's parts: no chain, answered by reads (see answerChecks)
+	key    ID      // the caller's ID for the request (see Request.ID), or zero
+	// seen: every user of its holds was seen provisioned before it was
+	// sent: no sight.
+	seen    bool
+	exact   bool   // read the accounts of its holds before answering
+	payment bool   // a payment: never allowed open; its second event pays
+	merge   bool   // one hold without a caller's ID: coalescing may merge it
+	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
+	// explain, if set, says why transfer t of the deciding chain failed
+	// with out (unknown user or resource), in the caller's terms.
+	explain func(t *tb.Transfer, out outcome) error
+	// keep: the answer carries the chain as last sent, and where its
+	// deciding holds are in it.
+	keep bool
+	// retrySpent: send makes a new attempt when an earlier one spent the
+	// chain's IDs (a fund's; the IDs of ends of holds are derived from the
+	// hold, and must stay so).
+	retrySpent bool
+}
+
+// step is a transfer of a call's chain: a hold the caller wants a
+// Decision for (decide), or another transfer, which takes or ends a hold
+// of u if u is not nil.
+type step struct {
+	t      tb.Transfer
+	u      *user
+	decide bool
+}
+
+// answer is what the pipeline hands back for a call that decides, made
+// once when the call is done with the pipeline and shared with nothing:
+// its op goes back for reuse.
+type answer struct {
+	ds []Decision // one per deciding hold
+	// hold is the ID of the first deciding hold as last sent (zero if
+	// the call had none).
+	hold tb.Uint128
+	// Read only when the cluster answered (ds is not Unavailable's):
+	earlier bool // admitted by an earlier attempt under the request's ID (TigerBeetle answered exists)
+	marked  bool // the last attempt went under the ID's marker (see op.newAttempt)
+	// With opSpec.keep: the chain as last sent, and the index in it of
+	// each deciding hold.
+	chain []tb.Transfer
+	holds []int
+}
+
+// op is one call's work in the pipeline: what it asked (made by newOp),
+// its chain as sent, and the answer the runner gives it.
 type op struct {
 	// Room for the common case, one hold, without allocating.
 	chain1  [1]tb.Transfer
@@ -39,18 +98,16 @@ type op struct {
 	events  []opEvent // the chain's holds and ends of holds, in chain order
 	sights  []sight   // users its holds provision first (see sight), if any
 	sights1 [1]sight
-	seen    bool            // every user of its holds was seen provisioned before it was sent: no sight
-	checks  []check         // a Check's parts: no chain, answered by reads (see answerChecks)
-	key     ID              // the caller's ID for the request (see Request.ID), or zero
+	seen    bool            // see opSpec
+	checks  []check         // see opSpec
+	key     ID              // see opSpec
 	ctx     context.Context // the caller's, for a RequestObserver (see withCalls)
 	marked  bool            // the chain starts with key's marker (a later attempt under key)
-	payment bool            // a payment: never allowed open; its second event pays
-	// explain, if set, says why transfer t of the deciding chain failed
-	// with out (unknown user or resource), in the caller's terms.
+	payment bool            // see opSpec
 	explain func(t *tb.Transfer, out outcome) error
-	merge   bool   // one hold without a caller's ID: coalescing may merge it
-	exact   bool   // read the accounts of its holds before answering
-	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
+	merge   bool   // see opSpec; cleared when the op must go alone
+	exact   bool   // see opSpec
+	spare   uint64 // see opSpec
 
 	// The answer.
 	res     []tb.CreateTransferResult // one per transfer of chain
@@ -68,15 +125,29 @@ type op struct {
 	answered bool
 }
 
-// newOp returns an empty op, reused if one is free. An op is large (room
-// for a transfer, its event and its decision) and every decision that is
-// sent needs one: reusing them spares an allocation per decision and the
-// garbage collector's work on it.
-func (c *Client) newOp() *op {
-	if o, _ := c.ops.Get().(*op); o != nil {
-		return o
+// newOp returns the op of the call that spec and steps (its chain, in
+// order) describe: the one place an op is made. An op is large (room for a
+// transfer, its event and its decision) and every decision that is sent
+// needs one: a free one is reused (see freeOp), which spares an allocation
+// per decision and the garbage collector's work on it.
+func (c *Client) newOp(spec *opSpec, steps []step) *op {
+	o, _ := c.ops.Get().(*op)
+	if o == nil {
+		o = new(op)
 	}
-	return new(op)
+	o.checks, o.key, o.seen, o.exact = spec.checks, spec.key, spec.seen, spec.exact
+	o.payment, o.merge, o.spare, o.explain = spec.payment, spec.merge, spec.spare, spec.explain
+	if len(steps) > 0 {
+		o.chain, o.events = o.chain1[:0], o.events1[:0]
+	}
+	for i := range steps {
+		st := &steps[i] // steps are large: not copied
+		if st.u != nil {
+			o.events = append(o.events, opEvent{i: len(o.chain), u: st.u, decide: st.decide})
+		}
+		o.chain = append(o.chain, st.t)
+	}
+	return o
 }
 
 // freeOp makes o free for reuse if the pipeline is done with it (an op
@@ -115,27 +186,6 @@ func (o *op) deciding() iter.Seq2[int, opEvent] {
 			k++
 		}
 	}
-}
-
-// hold adds a hold to o that the caller wants a decision for.
-func (o *op) hold(t tb.Transfer, u *user) {
-	if o.chain == nil {
-		o.chain, o.events = o.chain1[:0], o.events1[:0]
-	}
-	o.events = append(o.events, opEvent{i: len(o.chain), u: u, decide: true})
-	o.chain = append(o.chain, t)
-}
-
-// add adds a transfer to o; u, if not nil, is the user whose hold it takes
-// or ends (without a decision).
-func (o *op) add(t tb.Transfer, u *user) {
-	if o.chain == nil {
-		o.chain, o.events = o.chain1[:0], o.events1[:0]
-	}
-	if u != nil {
-		o.events = append(o.events, opEvent{i: len(o.chain), u: u})
-	}
-	o.chain = append(o.chain, t)
 }
 
 // submit sends o through the pipeline and waits for its answer, or for
@@ -195,13 +245,15 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	if settled {
 		c.readBack()
 		c.scanBack()
-		c.answerChecks(ops)
+		if c.checking.Load() > 0 { // every op with checks is counted there
+			c.answerChecks(ops)
+		}
 	} else {
 		for _, o := range ops {
 			o.retry = o.retry || o.checks != nil // read once quiet (see Quiet)
 		}
 	}
-	f := &c.sent[c.turn] // reused: one in flight, one completing
+	f := &c.batches[c.turn] // reused: one in flight, one completing
 	c.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
 	if f.b.sightings(ops); len(f.b.accounts) > 0 {
@@ -314,7 +366,9 @@ func (c *Client) nows() (int64, uint64) {
 // settle reads the answer to o's chain: every hold and end of a hold
 // teaches its user's view, and each deciding hold is described.
 func (c *Client) settle(o *op, now int64) {
-	c.learnSights(o, now)
+	if len(o.sights) > 0 {
+		c.learnSights(o, now)
+	}
 	failed, decided, earlier := chainOutcome(o.decidingResults())
 	o.earlier = earlier
 	if decided {
@@ -353,19 +407,19 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 		amount, _ := u64(t.Amount)
 		switch classify(s.Status) {
 		case outAdmitted:
-			u.v.provisioned = true
+			u.v.Provisioned = true
 			if flags.BalancingDebit {
 				// A charge (Client.Charge) took at most what remained:
 				// what the view knows remained, else it no longer knows.
-				amount = u.v.charged(amount, s.Timestamp)
+				amount = u.v.Charged(amount, s.Timestamp)
 			} else {
-				u.v.admitted(amount, s.Timestamp)
+				u.v.Admitted(amount, s.Timestamp)
 			}
-			u.v.took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
+			u.v.Took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
 		case outDenied:
-			u.v.denied(amount, s.Timestamp, now)
-			if !u.v.complete() && !u.v.scanQueued && now-u.v.scanLocal >= int64(recheck) {
-				u.v.scanQueued = true // denied, and it does not know when units return
+			u.v.Denied(amount, s.Timestamp, now)
+			if !u.v.Complete() && !u.v.ScanQueued && now-u.v.ScanLocal >= int64(view.Recheck) {
+				u.v.ScanQueued = true // denied, and it does not know when units return
 				c.reads.scans.push(u)
 			}
 		}
@@ -379,7 +433,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 					kept = math.MaxUint64
 				}
 			}
-			u.v.ended(fromTB(t.PendingID), kept)
+			u.v.Ended(fromTB(t.PendingID), kept)
 		}
 	}
 }
@@ -398,35 +452,46 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 	}
 	switch {
 	case failed && o.payment && o.paymentDenied():
-		return v.report(at).decision(false, InsufficientFunds, id, at)
-	case failed && (classify(s.Status) == outDenied || amount > v.available(at)):
-		return v.denialReport(amount, at).decision(false, LimitExceeded, id, at)
+		return decisionOf(v.Report(at), false, InsufficientFunds, id, at)
+	case failed && (classify(s.Status) == outDenied || amount > v.Available(at)):
+		return decisionOf(v.DenialReport(amount, at), false, LimitExceeded, id, at)
 	case failed: // it would have fitted: another part of the chain failed
-		return v.report(at).decision(false, Admitted, id, at)
+		return decisionOf(v.Report(at), false, Admitted, id, at)
 	}
-	r := v.spareReport(at, o.spare)
+	r := v.SpareReport(at, o.spare)
 	if o.earlier {
-		r.stamp = o.earlierTS()
+		r.Stamp = o.earlierTS()
 	}
-	return r.decision(true, Admitted, id, at)
+	return decisionOf(r, true, Admitted, id, at)
+}
+
+// paymentDenied reports whether o's payment itself failed for want of
+// funds.
+func (o *op) paymentDenied() bool {
+	for i, t := range o.chain {
+		if t.Code == codePayment {
+			return classify(o.res[i].Status) == outDenied
+		}
+	}
+	return false
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
 // due one. u.mu is held.
 func (c *Client) noteUse(u *user, now int64) {
 	c.reads.earn(1)
-	if u.v.uses < math.MaxUint16 { // only whether it passed 2 matters
-		u.v.uses++
+	if u.v.Uses < math.MaxUint16 { // only whether it passed 2 matters
+		u.v.Uses++
 	}
-	if u.v.queued {
+	if u.v.Queued {
 		return
 	}
-	due := u.v.stale || !u.v.limitKnown || u.v.unknown > 0
-	if !due && u.v.uses >= 2 {
-		due = now-u.v.readLocal >= int64(refreshEvery)
+	due := !u.v.Complete()
+	if !due && u.v.Uses >= 2 {
+		due = now-u.v.ReadLocal >= int64(refreshEvery)
 	}
 	if due {
-		u.v.queued = true
+		u.v.Queued = true
 		c.reads.users.push(u)
 	}
 }
@@ -496,7 +561,9 @@ func (c *Client) build(ops []*op, b *batch) {
 			}
 			continue
 		}
-		b.credit(o)
+		if len(o.sights) > 0 {
+			b.credit(o)
+		}
 		b.add(o)
 	}
 }

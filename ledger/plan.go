@@ -32,13 +32,13 @@ func (c *Client) plan(ctx context.Context, u *user, h *Part) error {
 				return unavailable(context.Cause(ctx))
 			}
 		}
-		if u.hasLimit(want) || (h.Resource.Lazy && !u.v.provisioned) {
+		if u.hasLimit(want) || (h.Resource.Lazy && !u.v.Provisioned) {
 			// Known, or to be provisioned with the plan's limit by this
 			// decision (see sight), which needs no read first.
 			u.mu.Unlock()
 			return nil
 		}
-		known := u.v.limitKnown
+		known := u.v.LimitKnown()
 		u.withdraw() // the limit changes
 		ch := make(chan struct{})
 		u.rarely().planning = ch
@@ -66,7 +66,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Part, known bool) error
 			return err
 		}
 		u.lock()
-		u.v.knowLimit(b.Limit, 0) // what is in flight shows in the next read
+		u.v.KnowLimit(b.Limit, 0) // what is in flight shows in the next read
 		u.mu.Unlock()
 		if b.Limit == want {
 			return nil
@@ -81,7 +81,7 @@ func (c *Client) replan(ctx context.Context, u *user, h *Part, known bool) error
 
 // hasLimit says whether this Client knows u's limit to be limit. u.mu is
 // held.
-func (u *user) hasLimit(limit uint64) bool { return u.v.limitKnown && u.v.limit == limit }
+func (u *user) hasLimit(limit uint64) bool { return u.v.LimitKnown() && u.v.Limit() == limit }
 
 // uncreditedAccount reports whether a user's account was never credited
 // nor debited: created by a provisioning whose credit has not landed yet

@@ -120,7 +120,7 @@ func (c *Client) readBack() {
 // not know when the units in flight return (other processes hold them), if
 // the budget allows: its view then knows every hold in flight, so that
 // RetryAfter is exact and the user is denied locally while drained, as in
-// one process. Each user is scanned at most once per recheck. Only the
+// one process. Each user is scanned at most once per view.Recheck. Only the
 // pipeline's runner calls it, between batches.
 func (c *Client) scanBack() {
 	if !c.scanDue() {
@@ -132,9 +132,9 @@ func (c *Client) scanBack() {
 	q.scanBudget--
 	c.read(c.ownRead(), []*user{u}) // the limit, and whether the view still lacks units
 	u.lock()
-	u.v.scanQueued = false
-	u.v.scanLocal = c.localNow()
-	need := !u.v.complete() && u.v.inFlight(c.lastTS) <= scanMaxUnits
+	u.v.ScanQueued = false
+	u.v.ScanLocal = c.localNow()
+	need := !u.v.Complete() && u.v.InFlight(c.lastTS) <= scanMaxUnits
 	window := u.res.Window
 	u.mu.Unlock()
 	if !need {
@@ -148,7 +148,7 @@ func (c *Client) scanBack() {
 		return
 	}
 	u.lock()
-	u.v.scanned(flights, t)
+	u.v.Scanned(holdsOf(flights), t)
 	u.mu.Unlock()
 }
 
@@ -173,15 +173,15 @@ func (c *Client) read(ctx context.Context, us []*user) error {
 	span := uint64(max(now-since, 0))
 	for i, u := range us {
 		u.lock()
-		u.v.queued = false
+		u.v.Queued = false
 		// An account of a lazy resource never credited is being
 		// provisioned (its account made, its credit on the way: see
 		// sight): its limit is not 0, it is unknown.
 		if err == nil && !fromTB(accounts[i].ID).IsZero() && !(u.res.Lazy && uncreditedAccount(accounts[i])) {
 			if b, berr := balanceOf(accounts[i]); berr == nil {
-				u.v.provisioned = true
-				u.v.read(b.Limit, b.InFlight, t, span)
-				u.v.readLocal = now
+				u.v.Provisioned = true
+				u.v.Read(b.Limit, b.InFlight, t, span)
+				u.v.ReadLocal = now
 			}
 		}
 		u.mu.Unlock()
@@ -247,7 +247,7 @@ func (c *Client) limitsOfDenied(ctx context.Context, o *op) error {
 			continue
 		}
 		e.u.lock()
-		known := e.u.v.limitKnown
+		known := e.u.v.LimitKnown()
 		e.u.mu.Unlock()
 		if known {
 			continue
@@ -263,7 +263,7 @@ func (c *Client) limitsOfDenied(ctx context.Context, o *op) error {
 		e.u.lock()
 		// Holds returning within a second of the denial may or may not be
 		// among the account's pending debits.
-		e.u.v.read(b.Limit, b.InFlight, o.res[e.i].Timestamp, uint64(time.Second))
+		e.u.v.Read(b.Limit, b.InFlight, o.res[e.i].Timestamp, uint64(time.Second))
 		e.u.mu.Unlock()
 		read = true
 	}
@@ -287,7 +287,7 @@ func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
 			continue
 		}
 		e.u.lock()
-		known := e.u.v.complete()
+		known := e.u.v.Complete()
 		window := e.u.res.Window
 		e.u.mu.Unlock()
 		if known {
@@ -299,7 +299,7 @@ func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
 			return err
 		}
 		e.u.lock()
-		e.u.v.scanned(flights, t)
+		e.u.v.Scanned(holdsOf(flights), t)
 		e.u.mu.Unlock()
 		scanned = true
 	}

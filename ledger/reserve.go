@@ -65,24 +65,24 @@ func (c *Client) Reserve(ctx context.Context, r Resource, req Request) (*Reserva
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, []Part{{Resource: r, Request: req}}, false, codeReserve, nil)
-	c.observe(start, []Part{{Resource: r, Request: req}}, ds, err)
-	if len(ds) == 0 {
+	a, err := c.acquire(ctx, []Part{{Resource: r, Request: req}}, false, codeReserve, nil)
+	c.observe(start, []Part{{Resource: r, Request: req}}, a.ds, err)
+	if len(a.ds) == 0 {
 		return nil, err
 	}
-	rv := c.newReservation(Part{Resource: r, Request: req}, ds[0])
+	rv := c.newReservation(Part{Resource: r, Request: req}, a.ds[0])
 	unanswered := rv.d.Reason == Unavailable
 	if !unanswered && (err != nil || !rv.OK()) {
 		return rv, err
 	}
-	rv.t.PendingID, rv.heldAt = o.chain[o.firstHold()].ID, rv.d.Timestamp
+	rv.t.PendingID, rv.heldAt = a.hold, rv.d.Timestamp
 	if unanswered {
-		// No answer, which may still come: o is no longer this call's to
-		// read. The hold may or may not exist, admitted by the policy
-		// (FailOpen) or not: Cancel voids it if it does.
+		// No answer, which may still come: the hold may or may not exist,
+		// admitted by the policy (FailOpen) or not: Cancel voids it if it
+		// does.
 		return rv, err
 	}
-	if _, _, earlier := chainOutcome(o.decidingResults()); earlier && o.marked {
+	if a.earlier && a.marked {
 		// Admitted by an earlier attempt under the request's ID, whose
 		// hold carries the ID: find it.
 		held, err := c.heldUnder(ctx, r.Ledger, codeReserve, req.ID, false)
@@ -122,7 +122,8 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 		return nil, err
 	}
 	start := c.observeStart()
-	ds, o, err := c.acquire(ctx, parts, false, codeReserve, nil)
+	a, err := c.acquire(ctx, parts, false, codeReserve, nil)
+	ds := a.ds
 	c.observe(start, parts, ds, err)
 	if len(ds) != len(parts) {
 		return nil, err
@@ -132,23 +133,23 @@ func (c *Client) ReserveAll(ctx context.Context, parts []Part) ([]*Reservation, 
 		rvs[i] = c.newReservation(p, ds[i])
 	}
 	if err != nil || !ds[0].Allowed || ds[0].Reason == Unavailable {
-		return rvs, err // denied, or unanswered: nothing this call may read of o
+		return rvs, err // denied, or unanswered: no hold to name
 	}
-	if _, _, earlier := chainOutcome(o.decidingResults()); earlier {
+	if a.earlier {
 		// Reserved before under the request's ID: its first hold is named
 		// by the ID (or carries it, for a later attempt than the first),
 		// the others carry the first's.
-		if err := c.chainHeldFor(ctx, parts, rvs, o.marked); err != nil {
+		if err := c.chainHeldFor(ctx, parts, rvs, a.marked); err != nil {
 			return nil, err
 		}
 		return rvs, nil
 	}
-	k := 0
-	for _, e := range o.events {
-		if e.decide {
-			rvs[k].t.PendingID, rvs[k].heldAt = o.chain[e.i].ID, ds[k].Timestamp
-			k++
-		}
+	if len(parts) == 1 { // its answer names its one hold, and keeps no chain
+		rvs[0].t.PendingID, rvs[0].heldAt = a.hold, ds[0].Timestamp
+		return rvs, nil
+	}
+	for k, i := range a.holds {
+		rvs[k].t.PendingID, rvs[k].heldAt = a.chain[i].ID, ds[k].Timestamp
 	}
 	return rvs, nil
 }
@@ -247,11 +248,11 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.OK() && r.d.Reason != Unavailable {
 		return nil
 	}
-	o := r.op(r.ending(roleCancel, 0))
-	if err := r.c.submit(ctx, o); err != nil {
+	res, err := r.send(ctx, r.ending(roleCancel, 0))
+	if err != nil {
 		return err
 	}
-	s := o.res[0].Status
+	s := res[0].Status
 	switch classifyEnd(s) {
 	case endedNow, endExpired:
 		return nil
@@ -270,7 +271,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 			return nil // admitted open, and the hold was never made
 		}
 	}
-	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, chainError(o.res))
+	return fmt.Errorf("ledger: cancel reservation %s: %w", r.d.ID, chainError(res))
 }
 
 // Commit keeps all the reserved units until the reservation's window ends
@@ -306,14 +307,14 @@ func (r *Reservation) commit(ctx context.Context, n uint64) error {
 	if !r.OK() {
 		return fmt.Errorf("%w: %s was denied: there is nothing to commit", ErrReservationEnded, r.d.ID)
 	}
-	o := r.op(r.ending(roleCommit, n))
-	if err := r.c.submit(ctx, o); err != nil {
+	res, err := r.send(ctx, r.ending(roleCommit, n))
+	if err != nil {
 		return err
 	}
-	s := o.res[0].Status
+	s := res[0].Status
 	switch classifyEnd(s) {
 	case endedNow:
-		if classify(o.res[len(o.res)-1].Status) == outLinked {
+		if classify(res[len(res)-1].Status) == outLinked {
 			// The void existed (conn folds exists into created), so the
 			// chain did: this commit's retry, or a commit of another n.
 			return r.committedBefore(ctx, n)
@@ -330,7 +331,7 @@ func (r *Reservation) commit(ctx context.Context, n uint64) error {
 	case endNoHold:
 		return fmt.Errorf("%w: %s", ErrUnknownReservation, r.d.ID)
 	}
-	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, chainError(o.res))
+	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, chainError(res))
 }
 
 // committedBefore checks a commit of n whose void was applied before: by
@@ -346,17 +347,17 @@ func (r *Reservation) committedBefore(ctx context.Context, n uint64) error {
 	return nil
 }
 
-// op is the op that sends chain, each hold's end teaching r's user's view.
-func (r *Reservation) op(chain []tb.Transfer) *op {
-	o := &op{}
-	for _, t := range chain {
+// send sends chain, each hold's end teaching r's user's view, and returns
+// its results.
+func (r *Reservation) send(ctx context.Context, chain []tb.Transfer) ([]tb.CreateTransferResult, error) {
+	steps := make([]step, len(chain))
+	for i, t := range chain {
+		steps[i].t = t
 		if t.Ledger == r.t.Ledger {
-			o.add(t, r.u)
-		} else {
-			o.add(t, nil)
+			steps[i].u = r.u
 		}
 	}
-	return o
+	return r.c.send(ctx, &opSpec{}, steps)
 }
 
 // ending is the chain that ends the reservation in role, every ID derived

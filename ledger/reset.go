@@ -26,9 +26,9 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 	for len(flights) > 0 {
 		part := flights[:min(len(flights), maxLowerPosts)]
 		flights = flights[len(part):]
-		o := &op{}
-		for _, f := range part {
-			o.add(tb.Transfer{
+		steps := make([]step, len(part))
+		for i, f := range part {
+			steps[i] = step{u: u, t: tb.Transfer{
 				ID:              endID(roleCancel, f.id).tb(),
 				PendingID:       f.id.tb(),
 				DebitAccountID:  uid.tb(),
@@ -36,12 +36,13 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 				Ledger:          r.Ledger,
 				Code:            f.code,
 				Flags:           tb.TransferFlags{VoidPendingTransfer: true}.ToUint16(),
-			}, u)
+			}}
 		}
-		if err := c.submit(ctx, o); err != nil {
+		res, err := c.send(ctx, &opSpec{}, steps)
+		if err != nil {
 			return ended, err
 		}
-		for _, s := range o.res {
+		for _, s := range res {
 			if classifyEnd(s.Status) == endedNow { // else expired or ended meanwhile: nothing to give back
 				ended++
 			}

@@ -8,8 +8,10 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
-// outcome is what a create result means for a decision. TigerBeetle's
-// statuses are read in this file only, one function per meaning: the
+// outcome is what a create result means for a decision. In this package
+// TigerBeetle's statuses are read in this file only, one function per
+// meaning (below it, package conn folds exists into created and counts
+// failures for observers, and reads nothing else): the
 // holds of decisions, payments and funds through classify (the pipeline,
 // coalescing, a chain sent again), posts and voids of holds through
 // classifyEnd, accounts through accountMade, accountNew and

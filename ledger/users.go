@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // user is what a Client keeps of one user's limit account on one resource.
@@ -22,10 +24,10 @@ type user struct {
 	// it (readers too: one rule to check). A drained user, typically hot,
 	// is denied from it without taking mu.
 	denial atomic.Pointer[denial]
-	id     ID     // UserID(res.Ledger, key)
-	v      view   // u.mu
-	lease  *lease // u.mu; nil unless WithLeases took one
-	key    string // its key on res.Ledger, normalised
+	id     ID        // UserID(res.Ledger, key)
+	v      view.View // u.mu
+	lease  *lease    // u.mu; nil unless WithLeases took one
+	key    string    // its key on res.Ledger, normalised
 	// rare holds what few users need, in a struct of its own so that a
 	// user stays 256 bytes (u.mu); nil for most.
 	rare *rareUser
@@ -71,7 +73,7 @@ func (u *user) lock() {
 // that knows nothing, so its decisions go to the cluster, as they do for a
 // user never seen.
 type users struct {
-	lag time.Duration // view.lag for new users
+	lag time.Duration // how late the cluster may free a returned hold: see view.New
 	// hot caches users in front of the shards: a user found there costs
 	// no lock, whose read side is a write every caller of a hot user
 	// shares. A slot holds a user its shard holds (or held: see get).
@@ -149,7 +151,7 @@ func (us *users) get(r Resource, key string) *user {
 		us.uncache(i)
 	}
 	u = &user{key: key, id: id, res: r}
-	u.v = view{window: uint64(r.Window), lag: uint64(us.lag), limit: r.DefaultLimit}
+	u.v = view.New(r.DefaultLimit, uint64(r.Window), uint64(us.lag), false)
 	s.m[k] = u
 	if fill {
 		slot.Store(u)
@@ -186,7 +188,7 @@ func (us *users) forget(ledger uint32, key string) {
 func (us *users) provisioned(r Resource, key string) {
 	u := us.get(r, key)
 	u.mu.Lock() // not lock: what the view counts is as it was
-	u.v.provisioned = true
+	u.v.Provisioned = true
 	u.mu.Unlock()
 }
 
@@ -201,6 +203,6 @@ func (us *users) knownLimit(r Resource, key string, limit uint64, fresh bool, no
 	if fresh {
 		at = now
 	}
-	u.v.knowLimit(limit, at)
+	u.v.KnowLimit(limit, at)
 	u.mu.Unlock()
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
 // TestUsersTable: a key is one user whether the cache in front of the
@@ -16,7 +18,7 @@ func TestUsersTable(t *testing.T) {
 	r := Resource{Name: "r", Ledger: 7, Window: time.Minute, DefaultLimit: 5}
 	var us users
 	a := us.get(r, "a")
-	if us.get(r, "a") != a || a.id != UserID(7, "a") || a.v.limit != 5 {
+	if us.get(r, "a") != a || a.id != UserID(7, "a") || a.v.Limit() != 5 {
 		t.Fatalf("get(a) twice: not one user with a's account (%v)", a.id)
 	}
 	if other := us.get(Resource{Name: "s", Ledger: 8, Window: time.Minute}, "a"); other == a {
@@ -91,15 +93,14 @@ func TestUserLayout(t *testing.T) {
 	base := uintptr(unsafe.Pointer(&u))
 	for name, p := range map[string]unsafe.Pointer{
 		"mu": unsafe.Pointer(&u.mu), "denial": unsafe.Pointer(&u.denial), "id": unsafe.Pointer(&u.id),
-		"limit": unsafe.Pointer(&u.v.limit), "held": unsafe.Pointer(&u.v.held), "next": unsafe.Pointer(&u.v.next),
-		"top": unsafe.Pointer(&u.v.top), "holds": unsafe.Pointer(&u.v.holds), "checked": unsafe.Pointer(&u.v.checked),
-		"unknown": unsafe.Pointer(&u.v.unknown), "mergedTo": unsafe.Pointer(&u.v.mergedTo),
-		"readLocal": unsafe.Pointer(&u.v.readLocal), "uses": unsafe.Pointer(&u.v.uses),
-		"limitKnown": unsafe.Pointer(&u.v.limitKnown), "stale": unsafe.Pointer(&u.v.stale),
-		"queued": unsafe.Pointer(&u.v.queued),
 	} {
 		if off := uintptr(p) - base; off >= 128 {
 			t.Errorf("user field %s at byte %d, beyond the first two cache lines", name, off)
 		}
+	}
+	// The view's hot fields end within view.HotBytes of its start (its
+	// own test checks that).
+	if end := unsafe.Offsetof(u.v) + view.HotBytes; end > 128 {
+		t.Errorf("a user's view's hot fields may end at byte %d, beyond the first two cache lines", end)
 	}
 }

@@ -245,9 +245,12 @@ func isUnapplied(err error) bool {
 }
 
 func tbError(err error) error {
+	var r relayed
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &r):
+		return r.err
 	case isUnapplied(err):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, tb.ErrTooMuchData):

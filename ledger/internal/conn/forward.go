@@ -140,10 +140,19 @@ type Forwarded func(ctx context.Context, op Operation, events []byte) ([]byte, e
 func forwarded[E, R any](f Forwarded, op Operation, events []E) ([]R, error) {
 	res, err := f(context.Background(), op, Encode(events))
 	if err != nil {
-		return nil, err
+		return nil, relayed{err}
 	}
 	return Decode[R](res)
 }
+
+// relayed is an error of a Forwarded operation: the forwarder's, already
+// in the caller's terms (ErrUnavailable, ErrTooMany, or what the process
+// that applies it said), which the Conn returns as it is rather than as an
+// error of TigerBeetle's (see tbError).
+type relayed struct{ err error }
+
+func (r relayed) Error() string { return r.err.Error() }
+func (r relayed) Unwrap() error { return r.err }
 
 func (f Forwarded) CreateAccounts(as []tb.Account) ([]tb.CreateAccountResult, error) {
 	return forwarded[tb.Account, tb.CreateAccountResult](f, OpCreateAccounts, as)
@@ -182,8 +191,10 @@ func (f Forwarded) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEve
 }
 
 func (f Forwarded) Nop() error {
-	_, err := f(context.Background(), OpNop, nil)
-	return err
+	if _, err := f(context.Background(), OpNop, nil); err != nil {
+		return relayed{err}
+	}
+	return nil
 }
 
 func (f Forwarded) Close() {}

@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -70,4 +71,20 @@ type fakeClient struct {
 
 func (f fakeClient) CreateTransfers(ts []tb.Transfer) ([]tb.CreateTransferResult, error) {
 	return f.create(ts), nil
+}
+
+// An error of the forwarder is returned as it is: it is already in the
+// caller's terms, not an error of TigerBeetle's to be wrapped as one.
+func TestForwardedErrorIsTheForwarders(t *testing.T) {
+	refused := errors.New("tblimit serve at 127.0.0.1:9 refused the call: no token")
+	c := New(Forwarded(func(context.Context, Operation, []byte) ([]byte, error) { return nil, refused }))
+	_, err := c.CreateTransfers(context.Background(), []tb.Transfer{{ID: tb.ToUint128(5), Amount: tb.ToUint128(1)}})
+	if err == nil || err.Error() != refused.Error() || !errors.Is(err, refused) {
+		t.Errorf("CreateTransfers through a forwarder that refuses = %v, want %v as it is", err, refused)
+	}
+	wrapped := fmt.Errorf("%w: tblimit serve at 127.0.0.1:9: connection refused", ErrUnavailable)
+	c = New(Forwarded(func(context.Context, Operation, []byte) ([]byte, error) { return nil, wrapped }))
+	if _, err := c.LookupAccounts(context.Background(), []tb.Uint128{tb.ToUint128(5)}); !errors.Is(err, ErrUnavailable) || err.Error() != wrapped.Error() {
+		t.Errorf("LookupAccounts through an unreachable forwarder = %v, want %v", err, wrapped)
+	}
 }
