@@ -67,7 +67,7 @@ func (r *refusal) Unavailable() bool { return true }
 // (a write-ahead log), and its store, the directory beside it named by
 // StorePath, a Pebble database that holds the state (accounts, transfers,
 // the indexes the queries need, pending transfers and their expiry; see
-// store.go). Memory holds an index from account ID to account (about 40
+// store.go). Memory holds an index from account ID to account (about 30
 // bytes a key), the pending transfers' expiry queues, what changed since
 // the last checkpoint and a cache of the rest, accounts included
 // (WithCacheSize): it grows with the keys, by little, not with the

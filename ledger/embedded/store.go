@@ -24,7 +24,7 @@ import (
 // changed since the last checkpoint and a bounded cache of the rest, and
 // read the rest back from the store when used. What stays in memory is
 // what finding a key needs, the index from account ID to account (about
-// 40 bytes a key), and what is hot: the pending transfers' expiry queues
+// 30 bytes a key), and what is hot: the pending transfers' expiry queues
 // and the counters.
 //
 // A checkpoint writes, in one atomic and synced Pebble batch, everything
