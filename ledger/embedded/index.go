@@ -443,13 +443,6 @@ func (l *chunked[T]) at(i uint32) *T {
 	return &c[i&chunkMask]
 }
 
-// pop removes the last entry (rollback), which must be in memory.
-func (l *chunked[T]) pop() {
-	l.n--
-	var zero T
-	*l.at(l.n) = zero
-}
-
 // push appends a zero T and returns its index and a pointer to it.
 func (l *chunked[T]) push() (uint32, *T) {
 	i := l.n
