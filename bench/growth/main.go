@@ -57,6 +57,7 @@ type config struct {
 	zipfS            float64
 	keepData         bool
 	profile, cpu     string
+	cache            int64
 }
 
 func run() error {
@@ -72,6 +73,7 @@ func run() error {
 	flag.IntVar(&c.every, "every", 0, "decisions between two samples (default: a twentieth of a phase)")
 	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "the Zipf exponent of the known keys' decisions")
 	flag.BoolVar(&c.keepData, "keep", false, "keep the data file")
+	flag.Int64Var(&c.cache, "cache", 0, "the engine's cache in bytes (embedded.WithCacheSize; default: the engine's)")
 	flag.StringVar(&c.profile, "heap-profile", "", "write a heap profile at the end of each phase to this file, the phase's name appended")
 	flag.StringVar(&c.cpu, "cpu-profile", "", "write a CPU profile of the phases to this file")
 	flag.Parse()
@@ -89,7 +91,11 @@ func run() error {
 		}
 	}
 	clock := embedded.NewManualClock(time.Now())
-	f, err := embedded.Open(c.data, embedded.WithClock(clock))
+	opts := []embedded.Option{embedded.WithClock(clock)}
+	if c.cache > 0 {
+		opts = append(opts, embedded.WithCacheSize(c.cache))
+	}
+	f, err := embedded.Open(c.data, opts...)
 	if err != nil {
 		return err
 	}
@@ -147,7 +153,7 @@ func run() error {
 	debug.FreeOSMemory()
 	before := rss()
 	began := time.Now()
-	f, err = embedded.Open(c.data, embedded.WithClock(clock))
+	f, err = embedded.Open(c.data, opts...)
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
