@@ -38,9 +38,10 @@ func (m *MoneyPerWindow) Pay(ctx context.Context, from, to string, amount uint64
 // answer, from any process), and one refused (over the limit, or short of
 // funds) can be made again under id later. ledger.KeyID derives an ID from
 // an order or payment number.
-func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (Result, error) {
+func (m *MoneyPerWindow) PayID(ctx context.Context, id ledger.ID, from, to string, amount uint64) (res Result, err error) {
 	d, err := m.c.Pay(ctx, m.res, ledger.Payment{From: from, To: to, Amount: amount, ID: id})
-	return m.result(from, amount, &d), err
+	m.result(&res, from, amount, &d)
+	return res, err
 }
 
 // Fund credits amount to user key's account on the currency ledger.

@@ -24,7 +24,7 @@ func NewRequestRate(c *ledger.Client, cfg Config, l Limit) (*RequestRate, error)
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (r *RequestRate) Allow(ctx context.Context, key string) (Result, error) {
-	return r.AllowN(ctx, key, 1)
+	return r.allowN(ctx, key, 1)
 }
 
 // AllowN reports whether n requests of user key may happen now, and takes

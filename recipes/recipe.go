@@ -55,19 +55,19 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 	return recipe{c: c, res: res, unit: unit}, nil
 }
 
-// result is the Result of d, the recipe's decision on amount units for
-// key: a Result of one policy, the recipe's, named after its resource.
+// result makes *res the Result of d, the recipe's decision on amount
+// units for key: a Result of one policy, the recipe's, named after its
+// resource.
 // Its one PolicyResult is PolicyOf's, kept in the Result itself (see
 // Result.Policies) and made in place: the answer is large, and copying it
 // took a tenth of a decision's time.
-func (l *recipe) result(key string, amount uint64, d *ledger.Decision) (res Result) {
-	res.Allowed, res.Reason, res.single = d.Allowed, d.Reason, true
+func (l *recipe) result(res *Result, key string, amount uint64, d *ledger.Decision) {
+	*res = Result{Allowed: d.Allowed, Reason: d.Reason, single: true}
 	p := &res.one[0]
 	p.Limiter, p.Policy, p.Unit, p.Window = l.res.Name, l.res.Name, l.unit, l.res.Window
 	p.Key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
 	p.Amount, p.Decision = amount, *d
 	res.summarize(res.one[:])
-	return res
 }
 
 // Resource returns the limit's definition in the ledger.
@@ -111,9 +111,10 @@ func (l *recipe) Reset(ctx context.Context, key string) (int, error) {
 }
 
 // allowN decides n units for user key (see RequestRate.AllowN).
-func (l *recipe) allowN(ctx context.Context, key string, n uint64) (Result, error) {
+func (l *recipe) allowN(ctx context.Context, key string, n uint64) (res Result, err error) {
 	d, err := l.c.Acquire(ctx, l.res, ledger.Request{User: key, Amount: n})
-	return l.result(key, n, &d), err
+	l.result(&res, key, n, &d)
+	return res, err
 }
 
 // waitN blocks until user key is admitted n units (see Limiter.WaitCost).
