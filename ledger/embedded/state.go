@@ -116,9 +116,9 @@ type acct struct {
 	// pending transfers, ascending.
 	expired idxList
 	// ckpts holds every ckptEvery-th snapshot of its change events.
-	ckpts dlist[ckpt]
+	ckpts []ckpt
 	// history holds one entry per transfer, only with flags.history.
-	history dlist[balance]
+	history []balance
 }
 
 func (a *acct) debitsExceedCredits(amount u128.Uint) bool {
@@ -160,15 +160,12 @@ const (
 // requests applied with the same timestamps give the same state and results.
 // It is not safe for concurrent use; Engine serializes access.
 type state struct {
-	accounts   acctArena             // with a store, in pages read back when used
-	accountIdx map[tb.Uint128]uint32 // in memory, with or without a store
+	accounts   []acct
+	accountIdx map[tb.Uint128]uint32
 
-	transferIDs ids       // index i is the ID of transfers.at(i)
+	transferIDs idSet     // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order
-	failedIDs   ids       // IDs of transfers that failed with a transient status
-
-	// st, when not nil, keeps the state on disk: see store.go.
-	st *store
+	failedIDs   idSet     // IDs of transfers that failed with a transient status
 
 	// Pending transfers with a timeout wait for their expiry in the queue of
 	// their timeout (most of them), or in the heap once maxQueues timeouts
@@ -222,10 +219,10 @@ func (s *state) lastTransferTimestamp() uint64 {
 }
 
 func (s *state) lastAccountTimestamp() uint64 {
-	if s.accounts.n == 0 {
+	if len(s.accounts) == 0 {
 		return 0
 	}
-	return s.accounts.at(s.accounts.n - 1).ts
+	return s.accounts[len(s.accounts)-1].ts
 }
 
 // transferAt reports whether a stored transfer has timestamp ts.
@@ -248,10 +245,10 @@ func (s *state) transferAt(ts uint64) bool {
 
 // accountAt reports whether an account has timestamp ts.
 func (s *state) accountAt(ts uint64) bool {
-	lo, hi := 0, int(s.accounts.n)
+	lo, hi := 0, len(s.accounts)
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		t := s.accounts.at(uint32(m)).ts
+		t := s.accounts[m].ts
 		switch {
 		case t == ts:
 			return true
@@ -282,7 +279,7 @@ func (s *state) expire(now uint64) {
 			sorted = false
 		}
 		due = append(due, expiry{at: at, idx: idx})
-		s.transfers.setState(idx, stateExpired)
+		s.transfers.at(idx).setState(stateExpired)
 	}
 	next := ^uint64(0)
 	for k := range s.queues {
@@ -388,16 +385,18 @@ func (s *state) rollback() {
 		u := &s.undoLog[i]
 		switch u.kind {
 		case undoAccount:
-			a := s.accounts.at(u.idx)
+			a := &s.accounts[u.idx]
 			a.balances = u.bal
 			a.flags = u.flags
 		case undoState:
-			s.transfers.setState(u.idx, u.state)
+			s.transfers.at(u.idx).setState(u.state)
 		case undoTransfer:
 			s.removeLastTransfer()
 		case undoAccountNew:
-			delete(s.accountIdx, s.accounts.at(s.accounts.n-1).id)
-			s.accounts.pop()
+			a := &s.accounts[len(s.accounts)-1]
+			delete(s.accountIdx, a.id)
+			*a = acct{}
+			s.accounts = s.accounts[:len(s.accounts)-1]
 		}
 	}
 	s.pendingCount = s.chainPre
@@ -405,23 +404,23 @@ func (s *state) rollback() {
 }
 
 func (s *state) saveAccount(i uint32) {
-	a := s.accounts.at(i)
+	a := &s.accounts[i]
 	s.undoLog = append(s.undoLog, undo{kind: undoAccount, idx: i, bal: a.balances, flags: a.flags})
 }
 
 func (s *state) removeLastTransfer() {
 	i := s.transfers.n - 1
 	x := s.transfers.at(i)
-	dr, cr := s.accounts.at(x.dr), s.accounts.at(x.cr)
+	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
 	dr.debits.pop()
 	cr.credits.pop()
 	dr.dropCkpts()
 	cr.dropCkpts()
-	if n := dr.history.len(); n > 0 && dr.history.at(n-1).xfer == i {
-		dr.history.truncate(n - 1)
+	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
+		dr.history = dr.history[:n-1]
 	}
-	if n := cr.history.len(); n > 0 && cr.history.at(n-1).xfer == i {
-		cr.history.truncate(n - 1)
+	if n := len(cr.history); n > 0 && cr.history[n-1].xfer == i {
+		cr.history = cr.history[:n-1]
 	}
 	if x.flags&tfPending != 0 && x.timeout != 0 {
 		s.unschedule(i, x)
@@ -467,7 +466,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		return tb.AccountIDMustNotBeIntMax, ts
 	}
 	if i, ok := s.accountIdx[a.ID]; ok {
-		e := s.accounts.at(i)
+		e := &s.accounts[i]
 		switch {
 		case a.Flags != e.flags:
 			return tb.AccountExistsWithDifferentFlags, ts
@@ -506,9 +505,8 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 			return tb.AccountImportedEventTimestampMustNotRegress, ts
 		}
 	}
-	ai, na := s.accounts.push()
-	s.accountIdx[a.ID] = ai
-	*na = acct{
+	s.accountIdx[a.ID] = uint32(len(s.accounts))
+	s.accounts = append(s.accounts, acct{
 		id:     a.ID,
 		ud128:  a.UserData128,
 		ud64:   a.UserData64,
@@ -518,12 +516,9 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		flags:  a.Flags,
 		flags0: a.Flags,
 		ts:     eventTs,
-	}
+	})
 	if s.chain {
 		s.undoLog = append(s.undoLog, undo{kind: undoAccountNew})
-	}
-	if s.st != nil {
-		s.st.touchAccount(ai)
 	}
 	return tb.AccountCreated, eventTs
 }
@@ -662,7 +657,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if !ok {
 		return tb.TransferCreditAccountNotFound
 	}
-	dr, cr := s.accounts.at(di), s.accounts.at(ci)
+	dr, cr := &s.accounts[di], &s.accounts[ci]
 	if dr.ledger != cr.ledger {
 		return tb.TransferAccountsMustHaveTheSameLedger
 	}
@@ -741,7 +736,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	idx := s.storeTransfer(t, h, amount, eventTs, di, ci)
 	x := s.transfers.at(idx)
 	if pending {
-		s.transfers.setState(idx, statePending)
+		x.setState(statePending)
 		s.pendingCount++
 		dr.dPend, _ = dr.dPend.Add(amount)
 		cr.cPend, _ = cr.cPend.Add(amount)
@@ -766,9 +761,6 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128.Uint, eventTs uint64, di, ci uint32) uint32 {
 	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
-	if s.st != nil {
-		s.transfers.ids[idx>>chunkShift][idx&chunkMask] = t.ID
-	}
 	*x = xfer{
 		amount:  amount,
 		ud64:    t.UserData64,
@@ -796,15 +788,10 @@ func (s *state) index(idx uint32, dr, cr *acct) {
 	cr.credits.push(idx)
 	cr.noteEvent()
 	if dr.flags&afHistory != 0 {
-		dr.history.push(balance{xfer: idx, balances: dr.balances})
+		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
 	}
 	if cr.flags&afHistory != 0 {
-		cr.history.push(balance{xfer: idx, balances: cr.balances})
-	}
-	if s.st != nil {
-		x := s.transfers.at(idx)
-		s.st.touchAccount(x.dr)
-		s.st.touchAccount(x.cr)
+		cr.history = append(cr.history, balance{xfer: idx, balances: cr.balances})
 	}
 }
 
@@ -834,7 +821,7 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	if p.flags&tfPending == 0 {
 		return tb.TransferPendingTransferNotPending
 	}
-	dr, cr := s.accounts.at(p.dr), s.accounts.at(p.cr)
+	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
 	switch {
 	case t.DebitAccountID != tbZero && t.DebitAccountID != dr.id:
 		return tb.TransferPendingTransferHasDifferentDebitAccountID
@@ -906,11 +893,11 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	dr.dPend, _ = dr.dPend.Sub(pAmount)
 	cr.cPend, _ = cr.cPend.Sub(pAmount)
 	if post {
-		s.transfers.setState(pi, statePosted)
+		p.setState(statePosted)
 		dr.dPost, _ = dr.dPost.Add(amount)
 		cr.cPost, _ = cr.cPost.Add(amount)
 	} else {
-		s.transfers.setState(pi, stateVoided)
+		p.setState(stateVoided)
 		if pClosing&tfClosingDr != 0 {
 			dr.flags &^= afClosed
 		}
@@ -930,7 +917,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	}
 	var pendingID tb.Uint128
 	if e.flags&tfPostOrVoid != 0 {
-		pendingID = s.transferID(e.pending)
+		pendingID = s.transferIDs.key(e.pending)
 	}
 	if t.PendingID != pendingID {
 		return tb.TransferExistsWithDifferentPendingID
@@ -938,7 +925,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	if t.Timeout != e.timeout {
 		return tb.TransferExistsWithDifferentTimeout
 	}
-	dr, cr := s.accounts.at(e.dr), s.accounts.at(e.cr)
+	dr, cr := &s.accounts[e.dr], &s.accounts[e.cr]
 	if t.Flags&tfPostOrVoid == 0 {
 		switch {
 		case t.DebitAccountID != dr.id:

@@ -1,5 +1,0 @@
-//go:build !race
-
-package embedded_test
-
-const raceEnabled = false
