@@ -154,14 +154,21 @@ func (p PolicyResult) Skipped() bool { return p.Amount == 0 }
 // named after p's resource, with p's key and amount, in the unit of the
 // resource's kind (Requests, ContentBytes or CurrencyUnits).
 func PolicyOf(p ledger.Part, d ledger.Decision) PolicyResult {
+	var pr PolicyResult
+	pr.of(&p.Resource, p.Request.User, p.Request.Amount, &d)
+	return pr
+}
+
+// of makes *pr the PolicyResult of d, a decision on amount units of r for
+// key (see PolicyOf), in place: a single-limit recipe's Result holds it.
+func (pr *PolicyResult) of(r *ledger.Resource, key string, amount uint64, d *ledger.Decision) {
 	unit := Requests
-	switch p.Resource.Kind {
+	switch r.Kind {
 	case ledger.KindBytes:
 		unit = ContentBytes
 	case ledger.KindMoney:
 		unit = CurrencyUnits
 	}
-	key, _ := ledger.NormalizeKey(p.Request.User) // "" for a key the decision refused as invalid
-	return PolicyResult{Limiter: p.Resource.Name, Policy: p.Resource.Name, Unit: unit, Window: p.Resource.Window,
-		Key: key, Amount: p.Request.Amount, Decision: d}
+	*pr = PolicyResult{Limiter: r.Name, Policy: r.Name, Unit: unit, Window: r.Window, Amount: amount, Decision: *d}
+	pr.Key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
 }

@@ -27,9 +27,8 @@ type Config struct {
 // Limiter is the composable form: several policies per key; a recipe is a
 // limiter of one policy, and answers with a Result as a Limiter does.
 type recipe struct {
-	c    *ledger.Client
-	res  ledger.Resource
-	unit Unit
+	c   *ledger.Client
+	res ledger.Resource
 }
 
 // newRecipe returns the recipe of limit l in cfg, counting unit (which
@@ -52,7 +51,7 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 	if err := res.Validate(); err != nil {
 		return recipe{}, err
 	}
-	return recipe{c: c, res: res, unit: unit}, nil
+	return recipe{c: c, res: res}, nil
 }
 
 // result makes *res the Result of d, the recipe's decision on amount
@@ -63,10 +62,7 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 // took a tenth of a decision's time.
 func (l *recipe) result(res *Result, key string, amount uint64, d *ledger.Decision) {
 	*res = Result{Allowed: d.Allowed, Reason: d.Reason, single: true}
-	p := &res.one[0]
-	p.Limiter, p.Policy, p.Unit, p.Window = l.res.Name, l.res.Name, l.unit, l.res.Window
-	p.Key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
-	p.Amount, p.Decision = amount, *d
+	res.one[0].of(&l.res, key, amount, d)
 	res.summarize(res.one[:])
 }
 
