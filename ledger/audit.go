@@ -56,13 +56,17 @@ func (a Audit) OK() bool { return len(a.Over) == 0 && !a.InFlightOver }
 // one window holds more units than the user's limit allowed then, and that
 // no instant held more in flight. It reads what the cluster recorded, not
 // this Client's view, so that it can check any process's decisions, a
-// production ledger's included.
+// production ledger's included. A user deciding while it is read is read
+// as of one moment; one whose limit changes each time it is read (set or
+// committed over and over) gets ErrLimitChanging.
 func (c *Client) Audit(ctx context.Context, r Resource, key string, from, to time.Time) (Audit, error) {
-	uid, b, err := c.account(ctx, r, key)
+	uid, key, err := userOf(r, key)
 	if err != nil {
 		return Audit{}, err
 	}
-	return c.audit(ctx, r, uid, b.Limit, from, to)
+	return c.audit(ctx, r, uid, from, to, func() (balance, error) {
+		return c.balance(ctx, r, uid, key)
+	})
 }
 
 // AuditAccount is Audit for the user whose limit account on r is id (as
@@ -71,26 +75,57 @@ func (c *Client) AuditAccount(ctx context.Context, r Resource, id ID, from, to t
 	if err := r.Validate(); err != nil {
 		return Audit{}, err
 	}
-	a, ok, err := c.lookupAccount(ctx, id)
-	if err != nil {
-		return Audit{}, err
-	}
-	if !ok || a.Ledger != r.Ledger || a.Code != codeUser {
-		return Audit{}, fmt.Errorf("%w: no user account %s on %s", ErrUnknownUser, id, r.Name)
-	}
-	b, err := balanceOf(a)
-	if err != nil {
-		return Audit{}, err
-	}
-	return c.audit(ctx, r, id, b.Limit, from, to)
+	return c.audit(ctx, r, id, from, to, func() (balance, error) {
+		a, ok, err := c.lookupAccount(ctx, id)
+		if err != nil {
+			return balance{}, err
+		}
+		if !ok || a.Ledger != r.Ledger || a.Code != codeUser {
+			return balance{}, fmt.Errorf("%w: no user account %s on %s", ErrUnknownUser, id, r.Name)
+		}
+		return balanceOf(a)
+	})
 }
 
-func (c *Client) audit(ctx context.Context, r Resource, uid ID, limit uint64, from, to time.Time) (Audit, error) {
-	// The limit's changes after the span tell what it was within it: read
-	// to the end, and check the span.
+// auditReads bounds how many times audit reads a user whose limit keeps
+// changing while it reads.
+const auditReads = 8
+
+// audit reads uid's transfers and its limit now (read) and checks them.
+// The limit of every instant is worked out back from the limit now through
+// the transfers that changed it, so both must be read as of one moment,
+// and TigerBeetle reads no two things at once: a transfer that lands after
+// the account was read and before its transfers were (a lazy user's
+// credit in flight) would make the limit before it look that much lower.
+// So the transfers are read first, the limit next, and then the transfers
+// after the last one read: when none of those changed the limit, the
+// limit read is the one after every transfer read before it. When one
+// did, it is added, and the limit and what follows are read again.
+func (c *Client) audit(ctx context.Context, r Resource, uid ID, from, to time.Time, read func() (balance, error)) (Audit, error) {
 	ts, err := c.transfersOf(ctx, uid, unixNano(from), 0)
 	if err != nil {
 		return Audit{}, err
+	}
+	var b balance
+	for n := 0; ; n++ {
+		if n == auditReads {
+			return Audit{}, fmt.Errorf("%w: %s on %s, %d times", ErrLimitChanging, uid, r.Name, n)
+		}
+		if b, err = read(); err != nil {
+			return Audit{}, err
+		}
+		after := unixNano(from)
+		if len(ts) > 0 {
+			after = ts[len(ts)-1].Timestamp + 1
+		}
+		more, err := c.transfersOf(ctx, uid, after, 0)
+		if err != nil {
+			return Audit{}, err
+		}
+		ts = append(ts, more...)
+		if !slices.ContainsFunc(more, changesLimit) {
+			break
+		}
 	}
 	end := unixNano(to)
 	var inSpan []tb.Transfer
@@ -99,13 +134,13 @@ func (c *Client) audit(ctx context.Context, r Resource, uid ID, limit uint64, fr
 			inSpan = append(inSpan, t)
 		}
 	}
-	limits := limitsOver(uid, ts, limit)
+	limits := limitsOver(uid, ts, b.Limit)
 	holds := auditHolds(uid, inSpan)
-	rep := Audit{Limit: limit}
+	rep := Audit{Limit: b.Limit}
 	if len(inSpan) > 0 {
 		rep.LimitMin, rep.LimitMax = limits.within(inSpan[0].Timestamp, inSpan[len(inSpan)-1].Timestamp)
 	} else {
-		rep.LimitMin, rep.LimitMax = limit, limit
+		rep.LimitMin, rep.LimitMax = b.Limit, b.Limit
 	}
 	for _, h := range holds {
 		rep.Holds++
@@ -143,9 +178,8 @@ func limitsOver(uid ID, ts []tb.Transfer, now uint64) limitSteps {
 	cur := now           // the limit just after the transfer considered
 	for i := len(ts) - 1; i >= 0; i-- {
 		t := ts[i]
-		f := t.TransferFlags()
-		if f.Pending || f.VoidPendingTransfer {
-			continue // holds do not change the limit
+		if !changesLimit(t) {
+			continue
 		}
 		amount, _ := u64(t.Amount)
 		before := cur
@@ -166,6 +200,14 @@ func limitsOver(uid ID, ts []tb.Transfer, now uint64) limitSteps {
 		s.limit = append(s.limit, changes[i].after)
 	}
 	return s
+}
+
+// changesLimit reports whether t changed the limit of the accounts it
+// moved units between: a posted transfer does (a post of a hold
+// included); a hold, and a void of one, do not.
+func changesLimit(t tb.Transfer) bool {
+	f := t.TransferFlags()
+	return !f.Pending && !f.VoidPendingTransfer
 }
 
 // atTime is the limit at time t (a change at t applies from t).

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -107,4 +108,55 @@ func TestAuditFollowsTheLimitOverTime(t *testing.T) {
 			t.Fatalf("AuditAccount = %+v, %v; want the same as Audit", byID, err)
 		}
 	})
+}
+
+// A user's limit that changes while the audit reads (a lazy user's credit
+// landing, a SetLimit) is read as of one moment with the transfers: the
+// holds taken under the old limit are not checked against a limit worked
+// back from a newer one.
+func TestAuditReadsTheLimitWithItsTransfers(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
+		c, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3})
+		if err := c.Provision(ctx, r, ledger.UserLimit{Key: "u", Limit: 3}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			acquire(t, c, r, "u", 1) // 3 of 3 in flight
+		}
+		limit := uint64(3)
+		raise := &raiser{Client: b.Client, raise: func() {
+			limit++
+			if err := c.SetLimit(ctx, r, "u", limit); err != nil {
+				t.Error(err)
+			}
+		}}
+		raise.left = 1 // raised just after the audit reads the account
+		a, err := ledger.New(raise).Audit(ctx, r, "u", time.Time{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.OK() || a.Limit != 4 || a.LimitMin != 3 || a.LimitMax != 4 || a.MostInFlight != 3 {
+			t.Fatalf("Audit = %+v, want OK: 3 in flight under a limit of 3, then 4", a)
+		}
+		raise.left = 1000 // raised after every read
+		if _, err := ledger.New(raise).Audit(ctx, r, "u", time.Time{}, time.Time{}); !errors.Is(err, ledger.ErrLimitChanging) {
+			t.Fatalf("Audit of a limit raised after every read = %v, want ErrLimitChanging", err)
+		}
+	})
+}
+
+// raiser runs raise after each of the next left account lookups.
+type raiser struct {
+	tb.Client
+	raise func()
+	left  int
+}
+
+func (r *raiser) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
+	as, err := r.Client.LookupAccounts(ids)
+	if r.left > 0 {
+		r.left--
+		r.raise()
+	}
+	return as, err
 }

@@ -44,6 +44,9 @@ var (
 	// ErrInvalidAddress means Dial was given addresses it cannot use: one
 	// that is not a port, host:port or address, or more than a cluster has.
 	ErrInvalidAddress = errors.New("ledger: invalid cluster address")
+	// ErrLimitChanging means Audit found a user's limit changed each time
+	// it read it (see Audit): nothing is wrong, try again.
+	ErrLimitChanging = errors.New("ledger: the user's limit changed while it was read")
 )
 
 // UnknownUserError is the error of a decision refused because a user has

@@ -60,23 +60,38 @@ func (c *Client) Inspect(ctx context.Context, r Resource, key string) (Usage, er
 // account reads user key's limit account on r (key in its normal form):
 // its ID and balance, or ErrUnknownUser.
 func (c *Client) account(ctx context.Context, r Resource, key string) (ID, balance, error) {
-	if err := r.Validate(); err != nil {
+	uid, key, err := userOf(r, key)
+	if err != nil {
 		return ID{}, balance{}, err
+	}
+	b, err := c.balance(ctx, r, uid, key)
+	return uid, b, err
+}
+
+// userOf checks r and key, and returns the ID of user key's limit account
+// on r and the key in its normal form.
+func userOf(r Resource, key string) (ID, string, error) {
+	if err := r.Validate(); err != nil {
+		return ID{}, "", err
 	}
 	key, err := NormalizeKey(key)
 	if err != nil {
-		return ID{}, balance{}, err
+		return ID{}, "", err
 	}
-	uid := UserID(r.Ledger, key)
+	return UserID(r.Ledger, key), key, nil
+}
+
+// balance reads the balance of user key's limit account uid on r, or
+// ErrUnknownUser.
+func (c *Client) balance(ctx context.Context, r Resource, uid ID, key string) (balance, error) {
 	a, ok, err := c.lookupAccount(ctx, uid)
 	if err != nil {
-		return ID{}, balance{}, err
+		return balance{}, err
 	}
 	if !ok {
-		return ID{}, balance{}, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
+		return balance{}, fmt.Errorf("%w: %q on %s", ErrUnknownUser, key, r.Name)
 	}
-	b, err := balanceOf(a)
-	return uid, b, err
+	return balanceOf(a)
 }
 
 // Flight is units in flight: taken, and not returned yet.

@@ -42,6 +42,7 @@ const (
 	ReasonReservationExpired  = "RESERVATION_EXPIRED"   // the reservation's time ran out
 	ReasonReservationEnded    = "RESERVATION_ENDED"     // the reservation was committed or cancelled already
 	ReasonResourceConflict    = "RESOURCE_CONFLICT"     // a resource's ledger or name holds another definition
+	ReasonLimitChanging       = "LIMIT_CHANGING"        // Audit: the user's limit changed each time it was read; retry
 	ReasonLimitExceeded       = "LIMIT_EXCEEDED"        // the amount exceeds the user's whole limit: it can never be admitted
 	ReasonInvalidKey          = "INVALID_KEY"           // a user key breaks the key rule
 	ReasonInvalidAmount       = "INVALID_AMOUNT"        // an amount is 0 or too large
@@ -79,6 +80,7 @@ var kinds = []struct {
 	{ledger.ErrReservationExpired, codes.FailedPrecondition, ReasonReservationExpired},
 	{ledger.ErrReservationEnded, codes.FailedPrecondition, ReasonReservationEnded},
 	{ledger.ErrResourceMismatch, codes.FailedPrecondition, ReasonResourceConflict},
+	{ledger.ErrLimitChanging, codes.Aborted, ReasonLimitChanging},
 	{recipes.ErrExceedsLimit, codes.InvalidArgument, ReasonLimitExceeded},
 	{ErrExceedsLimit, codes.InvalidArgument, ReasonLimitExceeded},
 	{ErrRequestIDRequired, codes.InvalidArgument, ReasonRequestIDRequired},

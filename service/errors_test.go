@@ -36,6 +36,7 @@ func TestCodeOfEveryLibraryError(t *testing.T) {
 		{ledger.ErrUnknownUser, codes.NotFound, http.StatusNotFound, "UNKNOWN_USER"},
 		{ledger.ErrUnknownReservation, codes.NotFound, http.StatusNotFound, "UNKNOWN_RESERVATION"},
 		{ledger.ErrResourceMismatch, codes.FailedPrecondition, http.StatusConflict, "RESOURCE_CONFLICT"},
+		{ledger.ErrLimitChanging, codes.Aborted, http.StatusConflict, "LIMIT_CHANGING"},
 		{ledger.ErrReservationExpired, codes.FailedPrecondition, http.StatusConflict, "RESERVATION_EXPIRED"},
 		{ledger.ErrReservationEnded, codes.FailedPrecondition, http.StatusConflict, "RESERVATION_ENDED"},
 		{ledger.ErrReservationCancelled, codes.FailedPrecondition, http.StatusConflict, "RESERVATION_ENDED"},
