@@ -3,6 +3,8 @@ package testenv
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,8 +83,11 @@ func (b *Backend) NewLedger() uint32 {
 	}
 }
 
-// Each runs f as three subtests: "embedded", always, on a fresh embedded engine whose manual
-// clock starts at the current time; "modelled", on an embedded engine shared by every test
+// Each runs f as four subtests: "embedded", always, on a fresh embedded engine whose manual
+// clock starts at the current time; "stored", always, on a fresh data file (embedded.Open)
+// with the same clock, which checkpoints its store after every request and caches nothing,
+// so that everything but the accounts and pending transfers is read back from disk;
+// "modelled", on an embedded engine shared by every test
 // of the package, as a real server is, in real time, behind the costs of a real server's
 // client (simnet.RealServer0179, with the first request's registration), so that a test
 // that only passes on a fresh engine, or with microsecond round trips, fails without a
@@ -97,6 +102,16 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		t.Cleanup(engine.Close)
 		f(t, &Backend{Name: "embedded", Client: engine, clock: clock, run: runName(t)})
 	})
+	t.Run("stored", func(t *testing.T) {
+		clock := embedded.NewManualClock(time.Now())
+		file, err := embedded.Open(filepath.Join(storedDir(t), "data"), embedded.WithClock(clock),
+			embedded.WithCheckpointBytes(1), embedded.WithCacheSize(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(file.Close)
+		f(t, &Backend{Name: "stored", Client: file, clock: clock, run: runName(t)})
+	})
 	t.Run("modelled", func(t *testing.T) {
 		if testing.Short() {
 			t.Skip("-short: the modelled server runs in real time")
@@ -109,6 +124,18 @@ func Each(t *testing.T, f func(t *testing.T, b *Backend)) {
 		srv := Shared(t)
 		f(t, &Backend{Name: "tigerbeetle", Real: true, Client: srv.Client(t), run: runName(t)})
 	})
+}
+
+// storedDir is a directory for the "stored" backend's data file, removed when the test
+// ends: on tmpfs when there is one, where an fsync costs nothing, else t.TempDir().
+func storedDir(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "tblimit-stored-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
 }
 
 func runName(t *testing.T) string { return fmt.Sprintf("%s#%016x", t.Name(), rand.Uint64()) }

@@ -59,7 +59,7 @@ func (a *acct) events() int { return a.debits.len() + a.credits.len() + a.expire
 // include an event that just happened, if it is due one.
 func (a *acct) noteEvent() {
 	if a.events()%ckptEvery == 0 {
-		a.ckpts = append(a.ckpts, ckpt{
+		a.ckpts.push(ckpt{
 			d:        uint32(a.debits.len()),
 			c:        uint32(a.credits.len()),
 			x:        uint32(a.expired.len()),
@@ -72,11 +72,13 @@ func (a *acct) noteEvent() {
 // dropCkpts removes the checkpoints of events rolled back.
 func (a *acct) dropCkpts() {
 	n := a.events()
-	for k := len(a.ckpts) - 1; k >= 0; k-- {
-		if c := &a.ckpts[k]; int(c.d+c.c+c.x) <= n {
+	// Only those in memory can be rolled back: those in a store are older
+	// than the request.
+	for k := a.ckpts.len() - 1; k >= int(a.ckpts.base); k-- {
+		if c := a.ckpts.at(k); int(c.d+c.c+c.x) <= n {
 			break
 		}
-		a.ckpts = a.ckpts[:len(a.ckpts)-1]
+		a.ckpts.truncate(k)
 	}
 }
 
@@ -84,7 +86,7 @@ func (a *acct) dropCkpts() {
 // expired, and records it as a change event.
 func (s *state) expireOne(idx uint32) {
 	p := s.transfers.at(idx)
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	dr, cr := s.accounts.at(p.dr), s.accounts.at(p.cr)
 	dr.dPend, _ = dr.dPend.Sub(p.amount)
 	cr.cPend, _ = cr.cPend.Sub(p.amount)
 	if p.flags&tfClosingDr != 0 {
@@ -106,6 +108,10 @@ func (s *state) expireOne(idx uint32) {
 	dr.noteEvent()
 	cr.expired.push(e)
 	cr.noteEvent()
+	if s.st != nil {
+		s.st.touchAccount(p.dr)
+		s.st.touchAccount(p.cr)
+	}
 }
 
 // changeEvents returns the change events that match f, in timestamp order,
@@ -203,7 +209,9 @@ func (s *state) changeOf(i uint32) tb.ChangeEvent {
 // as they were right after the event; upTo tells how many of an account's
 // debits, credits and expiries that is.
 func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a *acct) (d, c, x int)) {
-	a := &s.accounts[dr]
+	s.loadLists(dr)
+	s.loadLists(cr)
+	a := s.accounts.at(dr)
 	d, c, x := upTo(a)
 	b, flags := s.balanceAfter(dr, d, c, x)
 	ev.DebitAccountID = a.id
@@ -218,7 +226,7 @@ func (s *state) putChangeAccounts(ev *tb.ChangeEvent, dr, cr uint32, upTo func(a
 	ev.DebitAccountFlags = flags
 	ev.DebitAccountTimestamp = a.ts
 
-	a = &s.accounts[cr]
+	a = s.accounts.at(cr)
 	d, c, x = upTo(a)
 	b, flags = s.balanceAfter(cr, d, c, x)
 	ev.CreditAccountID = a.id
@@ -243,12 +251,12 @@ func countUpTo(l *idxList, v uint32) int {
 // its first d debits, c credits and x expiries, replayed from the nearest
 // checkpoint in the order they happened.
 func (s *state) balanceAfter(ai uint32, d, c, x int) (balances, uint16) {
-	a := &s.accounts[ai]
+	a := s.accounts.at(ai)
 	var b balances
 	flags := a.flags0
 	i, j, k := 0, 0, 0
 	if n := (d + c + x) / ckptEvery; n > 0 {
-		ck := &a.ckpts[n-1]
+		ck := a.ckpts.at(n - 1)
 		b, flags = ck.balances, ck.flags
 		i, j, k = int(ck.d), int(ck.c), int(ck.x)
 	}

@@ -14,9 +14,11 @@
 // conformance tests run the same bodies on the engine and, when a
 // tigerbeetle binary is present, on a real server.
 //
-// New keeps everything in memory; Open keeps it in a journal file (a *File,
-// also a tb.Client) that every acknowledged request survives, even kill -9,
-// and that one process at a time may hold.
+// New keeps everything in memory; Open keeps it on disk (a *File, also a
+// tb.Client): a journal that every acknowledged request survives, even
+// kill -9, and a store that holds the state, memory holding an index of
+// the account IDs, the pending transfers' expiry and a bounded cache. One
+// process at a time may hold it.
 //
 // An Engine is safe for concurrent use; requests are applied one at a time,
 // as a cluster commits them.

@@ -34,6 +34,12 @@ type Engine struct {
 	issued atomic.Uint64 // last, readable without the lock
 	st     *state
 	stats  Stats
+
+	// Settings only Open reads.
+	cacheSize     int64
+	ckptBytes     int64
+	progress      func(done, total int64)
+	noCheckpoints bool // tests: the journal keeps every request
 }
 
 // Option configures an Engine.
@@ -50,6 +56,34 @@ func WithClock(c Clock) Option {
 			e.clock, e.sys = c, nil
 		}
 	}
+}
+
+// WithCacheSize sets how many bytes of stored accounts, transfers,
+// expiries and Pebble blocks a File opened with Open keeps in memory
+// besides what it must (the account IDs, the pending transfers' expiry,
+// what changed since the last checkpoint), a quarter for the accounts,
+// transfers and expiries it read back or wrote, the rest for Pebble's
+// blocks (8 MiB at least); the default is 64 MiB.
+// New ignores it.
+func WithCacheSize(bytes int64) Option {
+	return func(e *Engine) { e.cacheSize = bytes }
+}
+
+// WithCheckpointBytes sets how much journal a File opened with Open
+// writes between two checkpoints of its store: what a start after a crash
+// replays at most. The default is 4 MiB; smaller costs more fsyncs, larger
+// more memory (what changed since the last checkpoint stays in memory).
+// New ignores it.
+func WithCheckpointBytes(n int64) Option {
+	return func(e *Engine) { e.ckptBytes = n }
+}
+
+// WithProgress has Open call f as it applies a journal's records to its
+// store (the one-time conversion of a journal written before stores, or
+// the requests since the last checkpoint after a crash): done of total
+// bytes. New ignores it.
+func WithProgress(f func(done, total int64)) Option {
+	return func(e *Engine) { e.progress = f }
 }
 
 // New returns an empty engine: no accounts, no transfers.
@@ -97,7 +131,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
-	s.Accounts = uint64(len(e.st.accounts))
+	s.Accounts = uint64(int(e.st.accounts.n))
 	s.Transfers = uint64(e.st.transfers.n)
 	s.Pending = e.st.pendingCount
 	s.Expired = e.st.expiredCount

@@ -143,18 +143,37 @@ func (s *idSet) removeLast() {
 // xferArena stores transfer records by index, in timestamp order. User
 // data 128 lives beside them, in chunks made only for transfers that have
 // some: most leave it zero, and then cost 16 bytes less.
+//
+// With a store (see store.go), a chunk may be absent from memory (nil in
+// chunks): it is read back from the store when used. The transfers' IDs
+// then live beside them, in ids, since the idSet holds only the IDs added
+// since the last checkpoint.
 type xferArena struct {
 	chunks []*[chunkSize]xfer
-	ud128  []*[chunkSize]tb.Uint128 // nil chunks: all zero
+	ud128  []*[chunkSize]tb.Uint128 // nil chunks: all zero (or, with a store, not loaded)
 	n      uint32
+
+	st      *store                   // nil: everything stays in memory
+	ids     []*[chunkSize]tb.Uint128 // with a store: the transfers' IDs
+	flushed uint32                   // with a store: transfers [0, flushed) are in it
+	dirty   map[uint32]bool          // with a store: chunks below flushed changed since
 }
 
-func (a *xferArena) at(i uint32) *xfer { return &a.chunks[i>>chunkShift][i&chunkMask] }
+func (a *xferArena) at(i uint32) *xfer {
+	c := a.chunks[i>>chunkShift]
+	if c == nil {
+		c = a.load(i >> chunkShift)
+	}
+	return &c[i&chunkMask]
+}
 
 func (a *xferArena) push() (uint32, *xfer) {
 	i := a.n
 	if i&chunkMask == 0 && int(i>>chunkShift) == len(a.chunks) {
 		a.chunks = append(a.chunks, new([chunkSize]xfer))
+		if a.st != nil {
+			a.ids = append(a.ids, new([chunkSize]tb.Uint128))
+		}
 	}
 	a.n++
 	return i, a.at(i)
@@ -164,11 +183,32 @@ func (a *xferArena) pop() {
 	a.n--
 	*a.at(a.n) = xfer{}
 	a.setUD128(a.n, tbZero)
+	if a.st != nil {
+		a.ids[a.n>>chunkShift][a.n&chunkMask] = tbZero
+	}
+}
+
+// setState sets the pending state of transfer i.
+func (a *xferArena) setState(i uint32, st uint16) {
+	a.at(i).setState(st)
+	if i < a.flushed {
+		a.dirty[i>>chunkShift] = true
+	}
+}
+
+// id returns the ID of transfer i; only with a store.
+func (a *xferArena) id(i uint32) tb.Uint128 {
+	a.at(i)
+	return a.ids[i>>chunkShift][i&chunkMask]
 }
 
 // userData128 returns the user data 128 of transfer i.
 func (a *xferArena) userData128(i uint32) tb.Uint128 {
-	if c := int(i >> chunkShift); c < len(a.ud128) && a.ud128[c] != nil {
+	c := int(i >> chunkShift)
+	if a.st != nil && a.chunks[c] == nil {
+		a.load(uint32(c))
+	}
+	if c < len(a.ud128) && a.ud128[c] != nil {
 		return a.ud128[c][i&chunkMask]
 	}
 	return tbZero
@@ -289,16 +329,24 @@ func (q *expiryQueue) popBack() { q.n-- }
 // decision) grows without copying what it holds. The chunk being filled is
 // kept at hand, so that appending follows no more pointers than a slice.
 // A list takes 48 bytes in its account (a slice took 24).
+//
+// With a store, the entries before base are in the store only (see
+// store.go): the list holds those added since the last checkpoint, unless
+// a query loaded the account's lists whole (state.loadLists).
 type idxList struct {
 	head []uint32
 	tail *[chunkSize]uint32 // the last of more.chunks, being filled
 	fill int32              // entries in tail
+	base uint32             // entries [0, base) are not in memory
 	more *idxChunks         // nil until head is full
 }
 
 type idxChunks struct{ chunks []*[chunkSize]uint32 }
 
-func (l *idxList) len() int {
+func (l *idxList) len() int { return int(l.base) + l.memLen() }
+
+// memLen is the number of entries in memory.
+func (l *idxList) memLen() int {
 	if l.tail == nil {
 		return len(l.head)
 	}
@@ -306,6 +354,7 @@ func (l *idxList) len() int {
 }
 
 func (l *idxList) at(k int) uint32 {
+	k -= int(l.base)
 	if k < chunkSize {
 		return l.head[k]
 	}
@@ -338,6 +387,24 @@ func (l *idxList) push(v uint32) {
 	l.fill = 1
 }
 
+// mem appends the entries in memory to out.
+func (l *idxList) mem(out []uint32) []uint32 {
+	for k := range l.memLen() {
+		out = append(out, l.at(int(l.base)+k))
+	}
+	return out
+}
+
+// rebuild makes l the list of entries vs, of which the first base are
+// left out of memory.
+func (l *idxList) rebuild(base uint32, vs []uint32) {
+	*l = idxList{}
+	for _, v := range vs[base:] {
+		l.push(v)
+	}
+	l.base = base
+}
+
 // pop removes the last entry (rollback).
 func (l *idxList) pop() {
 	if l.tail == nil {
@@ -356,13 +423,25 @@ func (l *idxList) pop() {
 }
 
 // chunked is an append-only list of T in chunks, so that growing never
-// copies what it holds.
+// copies what it holds. With a store, a chunk may be absent from memory
+// (nil), read back from the store when used; the list never changes what
+// it stored.
 type chunked[T any] struct {
 	chunks []*[chunkSize]T
 	n      uint32
+
+	st      *store // nil: everything stays in memory
+	space   byte   // with a store: its key space
+	flushed uint32 // with a store: entries [0, flushed) are in it
 }
 
-func (l *chunked[T]) at(i uint32) *T { return &l.chunks[i>>chunkShift][i&chunkMask] }
+func (l *chunked[T]) at(i uint32) *T {
+	c := l.chunks[i>>chunkShift]
+	if c == nil {
+		c = l.load(i >> chunkShift)
+	}
+	return &c[i&chunkMask]
+}
 
 // push appends a zero T and returns its index and a pointer to it.
 func (l *chunked[T]) push() (uint32, *T) {
@@ -373,3 +452,103 @@ func (l *chunked[T]) push() (uint32, *T) {
 	l.n++
 	return i, l.at(i)
 }
+
+// acctArena stores accounts by index, in pages of acctPage. With a store
+// (see store.go), a page may be absent from memory (nil in pages): it is
+// read back from the store when used, so that memory holds the accounts
+// in use and an index from ID to account, not every account ever made.
+// Pages are small because accounts are found one at a time, by ID, in no
+// order: a page read for one account should cost little.
+type acctArena struct {
+	pages []*[acctPage]acct
+	n     uint32
+
+	st      *store   // nil: everything stays in memory
+	flushed uint32   // with a store: accounts [0, flushed) are in it
+	used    []uint64 // with a store: the pages used since their last turn in the cache
+}
+
+// A page is 16 accounts (5 KiB): a decision that reads a cold account
+// reads its page, and one that changes it keeps its page in memory until
+// the next checkpoint.
+const (
+	acctPageShift = 4
+	acctPage      = 1 << acctPageShift
+	acctPageMask  = acctPage - 1
+)
+
+func (l *acctArena) at(i uint32) *acct {
+	c := i >> acctPageShift
+	p := l.pages[c]
+	if p == nil {
+		p = l.load(c)
+	}
+	if l.st != nil {
+		l.used[c>>6] |= 1 << (c & 63)
+	}
+	return &p[i&acctPageMask]
+}
+
+// push appends a zero account and returns its index and a pointer to it.
+func (l *acctArena) push() (uint32, *acct) {
+	i := l.n
+	if i&acctPageMask == 0 && int(i>>acctPageShift) == len(l.pages) {
+		l.pages = append(l.pages, new([acctPage]acct))
+		if l.st != nil && len(l.pages) > 64*len(l.used) {
+			l.used = append(l.used, 0)
+		}
+	}
+	l.n++
+	return i, l.at(i)
+}
+
+// pop removes the last account (rollback), which is in memory.
+func (l *acctArena) pop() {
+	l.n--
+	*l.at(l.n) = acct{}
+}
+
+// dlist is an append-only list of T whose entries before base are, with
+// a store, in the store only (like idxList's); without one, base is 0 and
+// it is a slice.
+type dlist[T any] struct {
+	m    []T
+	base uint32
+}
+
+func (l *dlist[T]) len() int { return int(l.base) + len(l.m) }
+
+func (l *dlist[T]) at(k int) *T { return &l.m[k-int(l.base)] }
+
+func (l *dlist[T]) push(v T) { l.m = append(l.m, v) }
+
+// truncate keeps the first n entries, all of those removed being in memory.
+func (l *dlist[T]) truncate(n int) { l.m = l.m[:n-int(l.base)] }
+
+// ids is a set of IDs, indexed in the order they were added: an idSet of
+// the IDs from base on and, with a store, the earlier ones in the store.
+type ids struct {
+	idSet
+	base   uint32
+	st     *store
+	failed bool // with a store: the IDs of transfers that failed for good
+}
+
+func (s *ids) len() uint32 { return s.base + s.n }
+
+// find returns the index of id.
+func (s *ids) find(id tb.Uint128) (uint32, bool) { return s.findHashed(id, hashID(id)) }
+
+// findHashed is find with the ID's hash already computed.
+func (s *ids) findHashed(id tb.Uint128, h uint64) (uint32, bool) {
+	if i, ok := s.idSet.findHashed(id, h); ok {
+		return s.base + i, true
+	}
+	if s.st == nil {
+		return 0, false
+	}
+	return s.st.findID(id, s.failed)
+}
+
+// addHashed appends id, which must not be in the set, and returns its index.
+func (s *ids) addHashed(id tb.Uint128, h uint64) uint32 { return s.base + s.idSet.addHashed(id, h) }

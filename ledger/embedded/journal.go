@@ -5,11 +5,14 @@ package embedded
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,12 +55,23 @@ func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.why} }
 // does not answer (package ledger then applies its OnUnavailable).
 func (r *refusal) Unavailable() bool { return true }
 
-// File is an embedded engine kept in an append-only journal file, so that
-// its state outlives the process: provisioning in one process and acquiring
-// in the next works, and every acknowledged request survives a crash or kill
-// -9 at any moment. It implements tb.Client like Engine; create one with Open
-// and Close it when done. A File is safe for concurrent use; requests are
-// applied one at a time.
+// File is an embedded engine kept on disk, so that its state outlives the
+// process: provisioning in one process and acquiring in the next works, and
+// every acknowledged request survives a crash or kill -9 at any moment. It
+// implements tb.Client like Engine; create one with Open and Close it when
+// done. A File is safe for concurrent use; requests are applied one at a
+// time.
+//
+// A File is two things on disk: its journal, the file at the path given to
+// Open, which every create request is written to before it is answered
+// (a write-ahead log), and its store, the directory beside it named by
+// StorePath, a Pebble database that holds the state (accounts, transfers,
+// the indexes the queries need, pending transfers and their expiry; see
+// store.go). Memory holds an index from account ID to account (about 30
+// bytes a key), the pending transfers' expiry queues, what changed since
+// the last checkpoint and a cache of the rest, accounts included
+// (WithCacheSize): it grows with the keys, by little, not with the
+// decisions.
 //
 // # What is stored
 //
@@ -84,13 +98,42 @@ func (r *refusal) Unavailable() bool { return true }
 // 8189 events is refused with tb.ErrTooMuchData before anything is
 // written.
 //
+// # Checkpoints
+//
+// Once the journal holds 4 MiB of records, and at Close, a checkpoint
+// writes everything that changed since the last one to the store in one
+// atomic, fsynced batch, with the time of the last request it includes;
+// then the journal is cut back to its header. Open loads the store (the
+// account IDs and the expiry queues, not the accounts nor the transfers)
+// and replays only the journal's requests after that time: a start takes
+// time in proportion to the keys, not to the history. A crash between a
+// checkpoint and the cut leaves requests in the journal that the store
+// holds: Open skips them by their time. A journal written before stores
+// (no store beside it) is applied to a new store on its first Open, once,
+// with checkpoints along the way so that memory stays bounded
+// (WithProgress reports how far).
+//
 // # Format
 //
 // All integers are little-endian. The file starts with a 24-byte header:
 //
 //	 0  [16]byte  "tblimit journal\n"
-//	16  uint32    format version: 1
+//	16  uint32    format version: 1 or 2
 //	20  uint32    CRC32C (Castagnoli) of bytes 0..20
+//
+// Version 1 is a journal that holds every create request since it was
+// made, as before stores: a new journal, or one not yet converted. Version
+// 2 is a journal cut back after a checkpoint, which holds only the
+// requests since; the state before them is in its store. The header turns
+// to version 2 (written and fsynced) at the first checkpoint that cuts
+// the journal, never after, so that a binary from before stores, which
+// reads version 1 only, refuses a cut journal ("unsupported header")
+// rather than take it for the whole state. Converting is one way. Open
+// refuses, with ErrCorrupt and nothing written, a version 2 journal whose
+// store is missing or holds no checkpoint, a store with a checkpoint
+// beside a missing or empty journal, and a version 1 journal beside a
+// store whose last request it does not hold (an older copy put back; a
+// conversion cut short holds it, and Open finishes it).
 //
 // followed by one record per create request, back to back:
 //
@@ -105,21 +148,25 @@ func (r *refusal) Unavailable() bool { return true }
 //
 // # Recovery
 //
-// Open replays the whole journal. A damaged tail (an incomplete last
-// record, or a last record whose checksum fails, with nothing intact after
-// it) is a write that was cut short by a crash: its fsync never returned, so
-// it was never acknowledged. Open truncates it, keeps the intact prefix and
-// reports it (Recovered). A damaged record followed by an intact one is not
-// a torn write but corruption: Open refuses the file with an error wrapping
-// ErrCorrupt that names the file and the offset, and changes nothing. A file
-// that is not a journal is refused too, never overwritten.
+// A damaged journal tail (an incomplete last record, or a last record
+// whose checksum fails, with nothing intact after it) is a write that was
+// cut short by a crash: its fsync never returned, so it was never
+// acknowledged. Open truncates it, keeps the intact prefix and reports it
+// (Recovered). A damaged record followed by an intact one is not a torn
+// write but corruption: Open refuses the file with an error wrapping
+// ErrCorrupt that names the file and the offset, and changes nothing. A
+// file that is not a journal is refused too, never overwritten. The store
+// checks itself: Pebble checksums its log and its blocks, a checkpoint is
+// atomic, and a store whose records do not read back as written is refused
+// (ErrCorrupt at Open, ErrStore on a later read, after which the File
+// refuses create requests).
 //
 // # Locking
 //
-// Open takes an exclusive, non-blocking flock on the file for as long as the
-// File is open: a second Open, from this process or another, fails at once
-// with an error wrapping ErrBusy. Close releases it; so does the death of the
-// process.
+// Open takes an exclusive, non-blocking flock on the journal for as long
+// as the File is open: a second Open, from this process or another, fails
+// at once with an error wrapping ErrBusy. Close releases it; so does the
+// death of the process. The store is used only under that lock.
 //
 // # Cost
 //
@@ -128,18 +175,23 @@ func (r *refusal) Unavailable() bool { return true }
 // batch events. Concurrent requests share their fsyncs, and package
 // ledger's pipeline sends the accounts of a batch's new users without
 // waiting for theirs (CreateAccountsDeferred): the batch's create, which
-// follows at once, makes both durable with one. The state lives in memory
-// and is rebuilt from the whole journal on every Open, which takes time in
-// proportion to the events ever created (about two seconds per million on
-// a 2-core machine). The journal only grows, by 152 bytes per event or
-// less; compacting it into a snapshot is future work.
+// follows at once, makes both durable with one. The request that crosses
+// the checkpoint threshold also waits for the checkpoint (tens of
+// milliseconds), holding up the requests behind it. A transfer older than
+// the last checkpoint that is not in the cache is read back from the store
+// when used (a lookup, a retry of its ID, the post or void of an old
+// pending transfer, a query); a new transfer ID is looked up in the
+// store's index (a Bloom filter answers most). On disk, a decision costs
+// its journal record until the next checkpoint, then about 200 bytes in
+// the store.
 //
 // File is available on Unix systems (it needs flock).
 type File struct {
-	path  string
-	eng   *Engine
-	clock *ManualClock // the engine's clock, moved by the File
-	real  Clock        // the time requests are stamped with
+	path    string
+	version uint32 // the journal's format version (see Format)
+	eng     *Engine
+	clock   *ManualClock // the engine's clock, moved by the File
+	real    Clock        // the time requests are stamped with
 
 	mu        sync.Mutex
 	f         *os.File
@@ -154,6 +206,12 @@ type File struct {
 	// Open replayed the journal's first replayed bytes in loaded.
 	replayed int64
 	loaded   time.Duration
+
+	st        *store
+	lastTime  uint64 // the time of the last record applied
+	ckptBytes int64  // journal bytes between checkpoints
+	progress  func(done, total int64)
+	keep      bool // never checkpoint (tests)
 
 	// syncMu is held while the journal is fsynced; synced is the offset up
 	// to which it is known durable (syncMu). Taken before mu, never after.
@@ -184,8 +242,17 @@ func (r Recovery) String() string {
 
 const (
 	fileMagic      = "tblimit journal\n"
-	fileVersion    = 1
 	fileHeaderSize = 24
+
+	// versionAlone is the format version of a journal that holds every
+	// create request since its creation: no store holds any of its state.
+	// A binary from before stores reads it.
+	versionAlone = 1
+	// versionStored is the format version of a journal cut back after a
+	// checkpoint: its store holds the state up to the checkpoint. A binary
+	// from before stores, which reads version 1 only, refuses it rather
+	// than take the cut journal for the whole state.
+	versionStored = 2
 
 	recordMagic      = 0x4a4c4254 // "TBLJ"
 	recordHeaderSize = 24
@@ -205,6 +272,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // File has the journal open, and ErrCorrupt if it is damaged other than at
 // its tail; a torn tail is cut off and reported by Recovered.
 func Open(path string, opts ...Option) (*File, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(StorePath(path)); err == nil {
+			return nil, fmt.Errorf("%w: %s holds a store but its journal %s is missing: the store and its journal go together; refusing to start a new journal beside it (put the journal back, or move the store away to start empty)",
+				ErrCorrupt, StorePath(path), path)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open journal: %w", err)
@@ -220,21 +293,146 @@ func Open(path string, opts ...Option) (*File, error) {
 	real := New(opts...)
 	clock := NewManualClock(time.Unix(0, 0))
 	j := &File{
-		path:  path,
-		eng:   New(append(slices.Clip(opts), WithClock(clock))...),
-		clock: clock,
-		real:  real,
-		f:     f,
+		path:      path,
+		eng:       New(append(slices.Clip(opts), WithClock(clock))...),
+		clock:     clock,
+		real:      real,
+		f:         f,
+		ckptBytes: cmp.Or(real.ckptBytes, checkpointBytes),
+		progress:  real.progress,
+		keep:      real.noCheckpoints,
+	}
+	if j.keep {
+		j.ckptBytes = math.MaxInt64
 	}
 	start := time.Now()
-	if err := j.load(); err != nil {
+	err = j.load(cmp.Or(real.cacheSize, defaultCacheSize))
+	if err == nil {
+		j.replayed, j.loaded = j.end, time.Since(start)
+		j.synced = j.end // what it read is what the file holds
+		if j.end > fileHeaderSize && !j.keep {
+			// Next time, start from the store alone.
+			j.syncMu.Lock()
+			j.mu.Lock()
+			err = j.checkpoint(true)
+			j.mu.Unlock()
+			j.syncMu.Unlock()
+		}
+	}
+	if err != nil {
+		if j.st != nil {
+			j.st.close()
+		}
 		unlockAndClose(f)
 		j.eng.Close()
 		return nil, err
 	}
-	j.replayed, j.loaded = j.end, time.Since(start)
-	j.synced = j.end // what it read is what the file holds
 	return j, nil
+}
+
+// StorePath returns the directory of the store of the journal at path.
+func StorePath(path string) string { return path + ".store" }
+
+const (
+	// checkpointBytes is how much journal a File writes between two
+	// checkpoints of its store: what a start after a crash replays.
+	checkpointBytes = 4 << 20
+	// defaultCacheSize is the default of WithCacheSize.
+	defaultCacheSize = 64 << 20
+)
+
+// openStore opens the journal's store, creating it unless the journal's
+// version says it exists, and loads the state it holds; found reports
+// that it held a checkpoint.
+func (j *File) openStore(cache int64) (found bool, err error) {
+	dir := StorePath(j.path)
+	if j.version == versionStored {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and the state before them is in its store %s, which is missing; refusing to open the journal alone (put the store back beside it)",
+				ErrCorrupt, j.path, dir)
+		}
+	}
+	st, err := openStore(dir, cache, j.version == versionStored)
+	if err != nil {
+		return false, err
+	}
+	j.st = st
+	t, found, err := j.eng.attach(st)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", dir, err)
+	}
+	if j.version == versionStored && !found {
+		return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and its store %s holds no checkpoint; refusing to open them",
+			ErrCorrupt, j.path, dir)
+	}
+	j.lastTime = t
+	return found, nil
+}
+
+// checkpoint writes what changed since the last checkpoint to the store;
+// with cut, the journal, all of whose records the store then holds, is
+// cut back to its header. j.syncMu and j.mu are held.
+func (j *File) checkpoint(cut bool) (err error) {
+	if j.failed != nil {
+		return j.failed
+	}
+	defer j.guard(&err)
+	if err := j.eng.checkpointAt(j.lastTime); err != nil {
+		return j.fail(err)
+	}
+	if !cut {
+		return nil
+	}
+	if j.version == versionAlone {
+		// The new version is durable before the journal loses a record:
+		// a binary that reads version 1 never sees a cut journal.
+		if _, err := j.f.WriteAt(fileHeader(versionStored), 0); err != nil {
+			return j.fail(err)
+		}
+		if err := j.f.Sync(); err != nil {
+			return j.fail(err)
+		}
+		j.version = versionStored
+	}
+	if err := j.f.Truncate(fileHeaderSize); err != nil {
+		return j.fail(err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return j.fail(err)
+	}
+	j.end, j.synced, j.records = fileHeaderSize, fileHeaderSize, 0
+	return nil
+}
+
+// maybeCheckpoint checkpoints once the journal has grown past
+// ckptBytes. A failure fails the File (see ErrJournalFailed), not the
+// request that returns, which is durable already.
+func (j *File) maybeCheckpoint() {
+	j.mu.Lock()
+	due := j.end-fileHeaderSize >= j.ckptBytes && !j.closed
+	j.mu.Unlock()
+	if !due {
+		return
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.end-fileHeaderSize >= j.ckptBytes && !j.closed {
+		_ = j.checkpoint(true)
+	}
+}
+
+// guard turns a failure to read the store, raised inside the engine, into
+// the File's failure. j.mu is held.
+func (j *File) guard(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(storeFault)
+		if !ok {
+			panic(r)
+		}
+		*err = j.fail(f.err)
+	}
 }
 
 // Size returns the journal's length in bytes: what the next Open replays.
@@ -244,8 +442,9 @@ func (j *File) Size() int64 {
 	return j.end
 }
 
-// Loaded returns how many bytes of journal Open replayed, and how long that
-// took (reading, checking and applying them).
+// Loaded returns how many bytes of journal Open read, and how long Open
+// took (loading the store, reading, checking and applying the journal's
+// records after its last checkpoint).
 func (j *File) Loaded() (int64, time.Duration) {
 	return j.replayed, j.loaded
 }
@@ -267,7 +466,8 @@ func (j *File) Path() string { return j.path }
 // intact.
 func (j *File) Recovered() *Recovery { return j.recovered }
 
-// Records returns how many create requests the journal holds.
+// Records returns how many create requests the journal holds: those since
+// the last checkpoint.
 func (j *File) Records() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -303,8 +503,9 @@ func (j *File) Now() time.Time {
 // itself, which also batches their fsyncs.
 func (j *File) InProcess() bool { return true }
 
-// Close makes what is written durable, closes the engine and the journal
-// and releases its lock: every later call returns tb.ErrClientClosed.
+// Close checkpoints what the journal holds into the store (so that the next
+// Open replays nothing), closes the engine, the store and the journal and
+// releases its lock: every later call returns tb.ErrClientClosed.
 // Calling it again does nothing.
 func (j *File) Close() {
 	j.syncMu.Lock() // an fsync under way ends first
@@ -314,10 +515,17 @@ func (j *File) Close() {
 	if j.closed {
 		return
 	}
-	j.closed = true
-	j.eng.Close()
+	if j.failed == nil && j.end > fileHeaderSize && !j.keep {
+		// Best effort (nothing waits for it): the journal holds the requests.
+		_ = j.checkpoint(true)
+	}
 	if j.failed == nil && j.synced < j.end {
 		_ = j.f.Sync() // what CreateAccountsDeferred left (best effort: nothing waits for it)
+	}
+	j.closed = true
+	j.eng.Close()
+	if j.st != nil {
+		j.st.close()
 	}
 	unlockAndClose(j.f)
 }
@@ -331,9 +539,9 @@ func unlockAndClose(f *os.File) {
 	f.Close()
 }
 
-// load reads the header, creating it in an empty file, and replays the
-// records.
-func (j *File) load() error {
+// load reads the header, creating it in an empty file, opens the store,
+// and replays the records it does not hold.
+func (j *File) load(cache int64) error {
 	st, err := j.f.Stat()
 	if err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
@@ -343,31 +551,54 @@ func (j *File) load() error {
 	if _, err := j.f.ReadAt(head, 0); err != nil {
 		return fmt.Errorf("embedded: read journal: %w", err)
 	}
-	want := fileHeader()
-	if size < fileHeaderSize || !bytes.Equal(head, want) {
-		// A file whose header is not intact holds no acknowledged request
-		// (the header is fsynced before any record is written): if it is
-		// empty, or all it holds is a prefix of the header or zeros, it
-		// is a journal whose creation was cut short. Anything else is not
-		// ours and is left alone.
-		rest, err := j.readAll(size)
-		if err != nil {
+	if v, ok := headerVersion(head); ok {
+		j.version, j.end = v, fileHeaderSize
+		if _, err := j.openStore(cache); err != nil {
 			return err
 		}
-		if size > int64(len(rest)) || !bytes.HasPrefix(want, rest) && !allZero(rest) {
-			if size >= fileHeaderSize && bytes.Equal(head[:len(fileMagic)], want[:len(fileMagic)]) {
-				return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads version %d",
-					ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), fileVersion)
-			}
-			return fmt.Errorf("%w: %s is not a tblimit journal (it does not start with %q); refusing to use it", ErrCorrupt, j.path, fileMagic[:len(fileMagic)-1])
-		}
-		if size > 0 {
-			j.recovered = &Recovery{Path: j.path, Offset: 0, Dropped: size, Reason: "incomplete file header"}
-		}
-		return j.create()
+		return j.replay(size)
 	}
-	j.end = fileHeaderSize
-	return j.replay(size)
+	// A file whose header is not intact holds no acknowledged request (the
+	// header is fsynced before any record is written): if it is empty, or
+	// all it holds is a prefix of the header or zeros, it is a journal
+	// whose creation was cut short. Anything else is not ours and is left
+	// alone.
+	rest, err := j.readAll(size)
+	if err != nil {
+		return err
+	}
+	want := fileHeader(versionAlone)
+	if size > int64(len(rest)) || !bytes.HasPrefix(want, rest) && !allZero(rest) {
+		if size >= fileHeaderSize && bytes.Equal(head[:len(fileMagic)], want[:len(fileMagic)]) {
+			return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads versions %d and %d",
+				ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), versionAlone, versionStored)
+		}
+		return fmt.Errorf("%w: %s is not a tblimit journal (it does not start with %q); refusing to use it", ErrCorrupt, j.path, fileMagic[:len(fileMagic)-1])
+	}
+	// A new journal: version 1 until its first checkpoint (see Format).
+	j.version = versionAlone
+	found, err := j.openStore(cache)
+	if err != nil {
+		return err
+	}
+	if found {
+		return fmt.Errorf("%w: %s holds a checkpoint but its journal %s is empty: the store and its journal go together; refusing to start a new journal beside it (put the journal back, or move the store away to start empty)",
+			ErrCorrupt, StorePath(j.path), j.path)
+	}
+	if size > 0 {
+		j.recovered = &Recovery{Path: j.path, Offset: 0, Dropped: size, Reason: "incomplete file header"}
+	}
+	return j.create()
+}
+
+// headerVersion returns the format version of an intact journal header.
+func headerVersion(head []byte) (uint32, bool) {
+	for _, v := range []uint32{versionAlone, versionStored} {
+		if bytes.Equal(head, fileHeader(v)) {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func (j *File) readAll(size int64) ([]byte, error) {
@@ -387,7 +618,7 @@ func (j *File) create() error {
 	if err := j.f.Truncate(0); err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
 	}
-	if _, err := j.f.WriteAt(fileHeader(), 0); err != nil {
+	if _, err := j.f.WriteAt(fileHeader(j.version), 0); err != nil {
 		return fmt.Errorf("embedded: journal: %w", err)
 	}
 	if err := j.f.Sync(); err != nil {
@@ -404,10 +635,10 @@ func (j *File) create() error {
 	return nil
 }
 
-func fileHeader() []byte {
+func fileHeader(version uint32) []byte {
 	h := make([]byte, fileHeaderSize)
 	copy(h, fileMagic)
-	binary.LittleEndian.PutUint32(h[16:], fileVersion)
+	binary.LittleEndian.PutUint32(h[16:], version)
 	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], castagnoli))
 	return h
 }
@@ -421,9 +652,17 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// replay applies every record from j.end to size, then cuts a torn tail or
-// refuses a corrupt journal.
-func (j *File) replay(size int64) error {
+// replay applies every record from j.end to size that the store does not
+// hold yet, then cuts a torn tail or refuses a corrupt journal.
+func (j *File) replay(size int64) (err error) {
+	defer j.guard(&err)
+	walTime := j.lastTime
+	// A version 1 journal beside a store is one whose conversion was cut
+	// short: it holds every request, the store's last one among them. One
+	// that does not is not the journal the store was made from (an older
+	// copy put back, say): the store would add requests it does not hold.
+	unmatched := j.version == versionAlone && walTime != 0
+	prev, sinceCkpt, reported := uint64(0), int64(0), int64(0)
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, j.end, size-j.end), 1<<20)
 	var head [recordHeaderSize]byte
 	var payload []byte
@@ -445,8 +684,24 @@ func (j *File) replay(size int64) error {
 		if recordCRC(head[:], payload) != rec.crc {
 			return j.damaged(off, size, "checksum mismatch")
 		}
-		if last := uint64(j.eng.Now().UnixNano()); rec.time <= last {
+		if rec.time <= prev {
 			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d: the journal is out of order; refusing to open it",
+				ErrCorrupt, j.path, off, rec.time, prev)
+		}
+		prev = rec.time
+		j.end += recordHeaderSize + int64(rec.length)
+		j.records++
+		if rec.time == walTime {
+			unmatched = false
+		}
+		if rec.time <= walTime {
+			continue // the store holds it: a checkpoint's cut never happened
+		}
+		if unmatched {
+			return j.unmatched(walTime)
+		}
+		if last := uint64(j.eng.Now().UnixNano()); rec.time <= last {
+			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d, the store's clock: the journal and the store do not belong together; refusing to open them",
 				ErrCorrupt, j.path, off, rec.time, last)
 		}
 		j.clock.Set(time.Unix(0, int64(rec.time)))
@@ -469,10 +724,34 @@ func (j *File) replay(size int64) error {
 		if err != nil {
 			return fmt.Errorf("embedded: %s: replaying the record at offset %d: %w", j.path, off, err)
 		}
-		j.end += recordHeaderSize + int64(rec.length)
-		j.records++
+		j.lastTime = rec.time
+		j.eng.trim()
+		if sinceCkpt += recordHeaderSize + int64(rec.length); sinceCkpt >= j.ckptBytes {
+			// Memory stays bounded however long the journal.
+			if err := j.eng.checkpointAt(j.lastTime); err != nil {
+				return err
+			}
+			sinceCkpt = 0
+		}
+		if j.progress != nil && j.end-reported >= 1<<20 {
+			j.progress(j.end, size)
+			reported = j.end
+		}
+	}
+	if j.progress != nil && reported > 0 {
+		j.progress(j.end, size)
+	}
+	if unmatched {
+		return j.unmatched(walTime)
 	}
 	return nil
+}
+
+// unmatched refuses a version 1 journal that does not hold the last
+// request its store holds, stamped walTime.
+func (j *File) unmatched(walTime uint64) error {
+	return fmt.Errorf("%w: %s (format version 1, every request in it) does not hold the request stamped %d, the last one its store %s holds: they do not belong together (an older copy of the journal put back?); refusing to open them (move the store away to convert the journal anew)",
+		ErrCorrupt, j.path, walTime, StorePath(j.path))
 }
 
 type recordHeader struct {
@@ -583,6 +862,18 @@ func (j *File) stamp(n int) (uint64, error) {
 	return t, nil
 }
 
+// read runs a read request f at the real clock's time.
+func (j *File) read(f func() error) (err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	defer j.guard(&err)
+	if err := j.tick(); err != nil {
+		return err
+	}
+	defer j.eng.trim()
+	return f()
+}
+
 // tick sets the engine's clock to the real clock's time for a read.
 func (j *File) tick() error {
 	if j.closed {
@@ -672,6 +963,7 @@ func (j *File) CreateAccounts(accounts []tb.Account) ([]tb.CreateAccountResult, 
 	if err := j.syncTo(end); err != nil {
 		return nil, err
 	}
+	j.maybeCheckpoint()
 	return res, nil
 }
 
@@ -701,6 +993,7 @@ func (j *File) CreateTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 	if err := j.syncTo(end); err != nil {
 		return nil, err
 	}
+	j.maybeCheckpoint()
 	return res, nil
 }
 
@@ -711,12 +1004,14 @@ func (j *File) createTransfers(transfers []tb.Transfer) ([]tb.CreateTransferResu
 // record writes a create request of events as record op, then applies it
 // with apply, and returns its results and the offset its record ends at,
 // for syncTo (0 for an empty request, which writes nothing).
-func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), apply func([]E) ([]R, error)) ([]R, int64, error) {
+func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), apply func([]E) ([]R, error)) (res []R, end int64, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	defer j.guard(&err)
 	if err := j.begin(len(events)); err != nil {
 		return nil, 0, err
 	}
+	defer j.eng.trim()
 	if len(events) == 0 {
 		j.clock.Set(j.real.Now())
 		res, err := apply(events)
@@ -735,78 +1030,72 @@ func record[E, R any](j *File, op byte, events []E, encode func([]byte, *E), app
 		return nil, 0, err
 	}
 	j.clock.Set(time.Unix(0, int64(t)))
-	res, err := apply(events)
+	j.lastTime = t
+	res, err = apply(events)
 	return res, j.end, err
 }
 
 // LookupAccounts is Engine.LookupAccounts at the real clock's time.
-func (j *File) LookupAccounts(ids []tb.Uint128) ([]tb.Account, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.LookupAccounts(ids)
+func (j *File) LookupAccounts(ids []tb.Uint128) (out []tb.Account, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.LookupAccounts(ids)
+		return err
+	})
+	return out, err
 }
 
 // LookupTransfers is Engine.LookupTransfers at the real clock's time.
-func (j *File) LookupTransfers(ids []tb.Uint128) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.LookupTransfers(ids)
+func (j *File) LookupTransfers(ids []tb.Uint128) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.LookupTransfers(ids)
+		return err
+	})
+	return out, err
 }
 
 // GetAccountTransfers is Engine.GetAccountTransfers at the real clock's time.
-func (j *File) GetAccountTransfers(filter tb.AccountFilter) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetAccountTransfers(filter)
+func (j *File) GetAccountTransfers(filter tb.AccountFilter) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetAccountTransfers(filter)
+		return err
+	})
+	return out, err
 }
 
 // GetAccountBalances is Engine.GetAccountBalances at the real clock's time.
-func (j *File) GetAccountBalances(filter tb.AccountFilter) ([]tb.AccountBalance, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetAccountBalances(filter)
+func (j *File) GetAccountBalances(filter tb.AccountFilter) (out []tb.AccountBalance, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetAccountBalances(filter)
+		return err
+	})
+	return out, err
 }
 
 // QueryAccounts is Engine.QueryAccounts at the real clock's time.
-func (j *File) QueryAccounts(filter tb.QueryFilter) ([]tb.Account, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.QueryAccounts(filter)
+func (j *File) QueryAccounts(filter tb.QueryFilter) (out []tb.Account, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.QueryAccounts(filter)
+		return err
+	})
+	return out, err
 }
 
 // QueryTransfers is Engine.QueryTransfers at the real clock's time.
-func (j *File) QueryTransfers(filter tb.QueryFilter) ([]tb.Transfer, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.QueryTransfers(filter)
+func (j *File) QueryTransfers(filter tb.QueryFilter) (out []tb.Transfer, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.QueryTransfers(filter)
+		return err
+	})
+	return out, err
 }
 
 // GetChangeEvents is Engine.GetChangeEvents at the real clock's time.
-func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) ([]tb.ChangeEvent, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.tick(); err != nil {
-		return nil, err
-	}
-	return j.eng.GetChangeEvents(filter)
+func (j *File) GetChangeEvents(filter tb.ChangeEventsFilter) (out []tb.ChangeEvent, err error) {
+	err = j.read(func() (err error) {
+		out, err = j.eng.GetChangeEvents(filter)
+		return err
+	})
+	return out, err
 }
 
 // Nop does nothing; it fails only once the File is closed.

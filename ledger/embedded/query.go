@@ -25,7 +25,7 @@ func (s *state) account(i uint32) tb.Account {
 
 // putAccount fills *out, which must be zero, with account i.
 func (s *state) putAccount(out *tb.Account, i uint32) {
-	a := &s.accounts[i]
+	a := s.accounts.at(i)
 	out.ID = a.id
 	a.dPend.Put(&out.DebitsPending)
 	a.dPost.Put(&out.DebitsPosted)
@@ -40,13 +40,21 @@ func (s *state) putAccount(out *tb.Account, i uint32) {
 	out.Timestamp = a.ts
 }
 
+// transferID returns the ID of transfer i.
+func (s *state) transferID(i uint32) tb.Uint128 {
+	if s.st != nil {
+		return s.transfers.id(i)
+	}
+	return s.transferIDs.key(i)
+}
+
 func (s *state) transfer(i uint32) tb.Transfer {
 	x := s.transfers.at(i)
-	dr := &s.accounts[x.dr]
+	dr := s.accounts.at(x.dr)
 	t := tb.Transfer{
-		ID:              s.transferIDs.key(i),
+		ID:              s.transferID(i),
 		DebitAccountID:  dr.id,
-		CreditAccountID: s.accounts[x.cr].id,
+		CreditAccountID: s.accounts.at(x.cr).id,
 		Amount:          x.amount.TB(),
 		UserData128:     s.transfers.userData128(i),
 		UserData64:      x.ud64,
@@ -58,7 +66,7 @@ func (s *state) transfer(i uint32) tb.Transfer {
 		Timestamp:       x.ts,
 	}
 	if x.flags&tfPostOrVoid != 0 {
-		t.PendingID = s.transferIDs.key(x.pending)
+		t.PendingID = s.transferID(x.pending)
 	}
 	return t
 }
@@ -138,7 +146,8 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 	if !ok {
 		return nil, nil
 	}
-	a := &s.accounts[ai]
+	s.loadLists(ai)
+	a := s.accounts.at(ai)
 	// The entries [dFrom, dTo) of a.debits and [cFrom, cTo) of a.credits.
 	var dFrom, dTo, cFrom, cTo int
 	if f.Flags&ffDebits != 0 {
@@ -209,17 +218,17 @@ func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
 	if !accountFilterValid(f) {
 		return make([]tb.AccountBalance, 0)
 	}
-	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts[ai].flags&afHistory == 0 {
+	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts.at(ai).flags&afHistory == 0 {
 		return make([]tb.AccountBalance, 0)
 	}
 	a, idxs := s.accountTransfers(f)
 	out := make([]tb.AccountBalance, 0, len(idxs))
 	for _, i := range idxs {
-		k := sort.Search(len(a.history), func(k int) bool { return a.history[k].xfer >= i })
-		if k == len(a.history) || a.history[k].xfer != i {
+		k := sort.Search(a.history.len(), func(k int) bool { return a.history.at(k).xfer >= i })
+		if k == a.history.len() || a.history.at(k).xfer != i {
 			continue // unreachable: every transfer of a history account has an entry
 		}
-		h := &a.history[k]
+		h := a.history.at(k)
 		out = append(out, tb.AccountBalance{
 			DebitsPending:  h.dPend.TB(),
 			DebitsPosted:   h.dPost.TB(),
@@ -245,8 +254,8 @@ func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
 		return out
 	}
 	// Accounts are stored in timestamp order.
-	from := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts >= lo })
-	to := sort.Search(len(s.accounts), func(k int) bool { return s.accounts[k].ts > hi })
+	from := sort.Search(int(s.accounts.n), func(k int) bool { return s.accounts.at(uint32(k)).ts >= lo })
+	to := sort.Search(int(s.accounts.n), func(k int) bool { return s.accounts.at(uint32(k)).ts > hi })
 	match := func(a *acct) bool {
 		return (f.UserData128 == tbZero || a.ud128 == f.UserData128) &&
 			(f.UserData64 == 0 || a.ud64 == f.UserData64) &&
@@ -259,8 +268,11 @@ func (s *state) queryAccounts(f *tb.QueryFilter) []tb.Account {
 		if f.Flags&qfReversed != 0 {
 			k = to - 1 - n
 		}
-		if match(&s.accounts[k]) {
+		if match(s.accounts.at(uint32(k))) {
 			out = append(out, s.account(uint32(k)))
+		}
+		if n%chunkSize == chunkSize-1 {
+			s.shed()
 		}
 	}
 	return out
@@ -284,14 +296,16 @@ func (s *state) queryTransfers(f *tb.QueryFilter) []tb.Transfer {
 			k = uint32(to - 1 - c)
 		}
 		x := s.transfers.at(k)
-		if (f.UserData128 != tbZero && s.transfers.userData128(k) != f.UserData128) ||
-			(f.UserData64 != 0 && x.ud64 != f.UserData64) ||
-			(f.UserData32 != 0 && x.ud32 != f.UserData32) ||
-			(f.Ledger != 0 && s.accounts[x.dr].ledger != f.Ledger) ||
-			(f.Code != 0 && x.code != f.Code) {
-			continue
+		if (f.UserData128 == tbZero || s.transfers.userData128(k) == f.UserData128) &&
+			(f.UserData64 == 0 || x.ud64 == f.UserData64) &&
+			(f.UserData32 == 0 || x.ud32 == f.UserData32) &&
+			(f.Ledger == 0 || s.accounts.at(x.dr).ledger == f.Ledger) &&
+			(f.Code == 0 || x.code == f.Code) {
+			out = append(out, s.transfer(k))
 		}
-		out = append(out, s.transfer(k))
+		if c%chunkSize == chunkSize-1 {
+			s.shed()
+		}
 	}
 	return out
 }

@@ -116,9 +116,9 @@ type acct struct {
 	// pending transfers, ascending.
 	expired idxList
 	// ckpts holds every ckptEvery-th snapshot of its change events.
-	ckpts []ckpt
+	ckpts dlist[ckpt]
 	// history holds one entry per transfer, only with flags.history.
-	history []balance
+	history dlist[balance]
 }
 
 func (a *acct) debitsExceedCredits(amount u128.Uint) bool {
@@ -160,12 +160,15 @@ const (
 // requests applied with the same timestamps give the same state and results.
 // It is not safe for concurrent use; Engine serializes access.
 type state struct {
-	accounts   []acct
-	accountIdx map[tb.Uint128]uint32
+	accounts   acctArena             // with a store, in pages read back when used
+	accountIdx map[tb.Uint128]uint32 // in memory, with or without a store
 
-	transferIDs idSet     // index i is the ID of transfers.at(i)
+	transferIDs ids       // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order
-	failedIDs   idSet     // IDs of transfers that failed with a transient status
+	failedIDs   ids       // IDs of transfers that failed with a transient status
+
+	// st, when not nil, keeps the state on disk: see store.go.
+	st *store
 
 	// Pending transfers with a timeout wait for their expiry in the queue of
 	// their timeout (most of them), or in the heap once maxQueues timeouts
@@ -219,10 +222,10 @@ func (s *state) lastTransferTimestamp() uint64 {
 }
 
 func (s *state) lastAccountTimestamp() uint64 {
-	if len(s.accounts) == 0 {
+	if s.accounts.n == 0 {
 		return 0
 	}
-	return s.accounts[len(s.accounts)-1].ts
+	return s.accounts.at(s.accounts.n - 1).ts
 }
 
 // transferAt reports whether a stored transfer has timestamp ts.
@@ -245,10 +248,10 @@ func (s *state) transferAt(ts uint64) bool {
 
 // accountAt reports whether an account has timestamp ts.
 func (s *state) accountAt(ts uint64) bool {
-	lo, hi := 0, len(s.accounts)
+	lo, hi := 0, int(s.accounts.n)
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		t := s.accounts[m].ts
+		t := s.accounts.at(uint32(m)).ts
 		switch {
 		case t == ts:
 			return true
@@ -279,7 +282,7 @@ func (s *state) expire(now uint64) {
 			sorted = false
 		}
 		due = append(due, expiry{at: at, idx: idx})
-		s.transfers.at(idx).setState(stateExpired)
+		s.transfers.setState(idx, stateExpired)
 	}
 	next := ^uint64(0)
 	for k := range s.queues {
@@ -385,18 +388,16 @@ func (s *state) rollback() {
 		u := &s.undoLog[i]
 		switch u.kind {
 		case undoAccount:
-			a := &s.accounts[u.idx]
+			a := s.accounts.at(u.idx)
 			a.balances = u.bal
 			a.flags = u.flags
 		case undoState:
-			s.transfers.at(u.idx).setState(u.state)
+			s.transfers.setState(u.idx, u.state)
 		case undoTransfer:
 			s.removeLastTransfer()
 		case undoAccountNew:
-			a := &s.accounts[len(s.accounts)-1]
-			delete(s.accountIdx, a.id)
-			*a = acct{}
-			s.accounts = s.accounts[:len(s.accounts)-1]
+			delete(s.accountIdx, s.accounts.at(s.accounts.n-1).id)
+			s.accounts.pop()
 		}
 	}
 	s.pendingCount = s.chainPre
@@ -404,23 +405,23 @@ func (s *state) rollback() {
 }
 
 func (s *state) saveAccount(i uint32) {
-	a := &s.accounts[i]
+	a := s.accounts.at(i)
 	s.undoLog = append(s.undoLog, undo{kind: undoAccount, idx: i, bal: a.balances, flags: a.flags})
 }
 
 func (s *state) removeLastTransfer() {
 	i := s.transfers.n - 1
 	x := s.transfers.at(i)
-	dr, cr := &s.accounts[x.dr], &s.accounts[x.cr]
+	dr, cr := s.accounts.at(x.dr), s.accounts.at(x.cr)
 	dr.debits.pop()
 	cr.credits.pop()
 	dr.dropCkpts()
 	cr.dropCkpts()
-	if n := len(dr.history); n > 0 && dr.history[n-1].xfer == i {
-		dr.history = dr.history[:n-1]
+	if n := dr.history.len(); n > 0 && dr.history.at(n-1).xfer == i {
+		dr.history.truncate(n - 1)
 	}
-	if n := len(cr.history); n > 0 && cr.history[n-1].xfer == i {
-		cr.history = cr.history[:n-1]
+	if n := cr.history.len(); n > 0 && cr.history.at(n-1).xfer == i {
+		cr.history.truncate(n - 1)
 	}
 	if x.flags&tfPending != 0 && x.timeout != 0 {
 		s.unschedule(i, x)
@@ -466,7 +467,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		return tb.AccountIDMustNotBeIntMax, ts
 	}
 	if i, ok := s.accountIdx[a.ID]; ok {
-		e := &s.accounts[i]
+		e := s.accounts.at(i)
 		switch {
 		case a.Flags != e.flags:
 			return tb.AccountExistsWithDifferentFlags, ts
@@ -505,8 +506,9 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 			return tb.AccountImportedEventTimestampMustNotRegress, ts
 		}
 	}
-	s.accountIdx[a.ID] = uint32(len(s.accounts))
-	s.accounts = append(s.accounts, acct{
+	ai, na := s.accounts.push()
+	s.accountIdx[a.ID] = ai
+	*na = acct{
 		id:     a.ID,
 		ud128:  a.UserData128,
 		ud64:   a.UserData64,
@@ -516,9 +518,12 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		flags:  a.Flags,
 		flags0: a.Flags,
 		ts:     eventTs,
-	})
+	}
 	if s.chain {
 		s.undoLog = append(s.undoLog, undo{kind: undoAccountNew})
+	}
+	if s.st != nil {
+		s.st.touchAccount(ai)
 	}
 	return tb.AccountCreated, eventTs
 }
@@ -657,7 +662,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	if !ok {
 		return tb.TransferCreditAccountNotFound
 	}
-	dr, cr := &s.accounts[di], &s.accounts[ci]
+	dr, cr := s.accounts.at(di), s.accounts.at(ci)
 	if dr.ledger != cr.ledger {
 		return tb.TransferAccountsMustHaveTheSameLedger
 	}
@@ -736,7 +741,7 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 	idx := s.storeTransfer(t, h, amount, eventTs, di, ci)
 	x := s.transfers.at(idx)
 	if pending {
-		x.setState(statePending)
+		s.transfers.setState(idx, statePending)
 		s.pendingCount++
 		dr.dPend, _ = dr.dPend.Add(amount)
 		cr.cPend, _ = cr.cPend.Add(amount)
@@ -761,6 +766,9 @@ func (s *state) createPlain(t *tb.Transfer, eventTs, h uint64) tb.CreateTransfer
 func (s *state) storeTransfer(t *tb.Transfer, h uint64, amount u128.Uint, eventTs uint64, di, ci uint32) uint32 {
 	s.transferIDs.addHashed(t.ID, h)
 	idx, x := s.transfers.push()
+	if s.st != nil {
+		s.transfers.ids[idx>>chunkShift][idx&chunkMask] = t.ID
+	}
 	*x = xfer{
 		amount:  amount,
 		ud64:    t.UserData64,
@@ -788,10 +796,15 @@ func (s *state) index(idx uint32, dr, cr *acct) {
 	cr.credits.push(idx)
 	cr.noteEvent()
 	if dr.flags&afHistory != 0 {
-		dr.history = append(dr.history, balance{xfer: idx, balances: dr.balances})
+		dr.history.push(balance{xfer: idx, balances: dr.balances})
 	}
 	if cr.flags&afHistory != 0 {
-		cr.history = append(cr.history, balance{xfer: idx, balances: cr.balances})
+		cr.history.push(balance{xfer: idx, balances: cr.balances})
+	}
+	if s.st != nil {
+		x := s.transfers.at(idx)
+		s.st.touchAccount(x.dr)
+		s.st.touchAccount(x.cr)
 	}
 }
 
@@ -821,7 +834,7 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	if p.flags&tfPending == 0 {
 		return tb.TransferPendingTransferNotPending
 	}
-	dr, cr := &s.accounts[p.dr], &s.accounts[p.cr]
+	dr, cr := s.accounts.at(p.dr), s.accounts.at(p.cr)
 	switch {
 	case t.DebitAccountID != tbZero && t.DebitAccountID != dr.id:
 		return tb.TransferPendingTransferHasDifferentDebitAccountID
@@ -893,11 +906,11 @@ func (s *state) postOrVoid(t *tb.Transfer, eventTs, h uint64) tb.CreateTransferS
 	dr.dPend, _ = dr.dPend.Sub(pAmount)
 	cr.cPend, _ = cr.cPend.Sub(pAmount)
 	if post {
-		p.setState(statePosted)
+		s.transfers.setState(pi, statePosted)
 		dr.dPost, _ = dr.dPost.Add(amount)
 		cr.cPost, _ = cr.cPost.Add(amount)
 	} else {
-		p.setState(stateVoided)
+		s.transfers.setState(pi, stateVoided)
 		if pClosing&tfClosingDr != 0 {
 			dr.flags &^= afClosed
 		}
@@ -917,7 +930,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	}
 	var pendingID tb.Uint128
 	if e.flags&tfPostOrVoid != 0 {
-		pendingID = s.transferIDs.key(e.pending)
+		pendingID = s.transferID(e.pending)
 	}
 	if t.PendingID != pendingID {
 		return tb.TransferExistsWithDifferentPendingID
@@ -925,7 +938,7 @@ func (s *state) transferExists(t *tb.Transfer, i uint32) tb.CreateTransferStatus
 	if t.Timeout != e.timeout {
 		return tb.TransferExistsWithDifferentTimeout
 	}
-	dr, cr := &s.accounts[e.dr], &s.accounts[e.cr]
+	dr, cr := s.accounts.at(e.dr), s.accounts.at(e.cr)
 	if t.Flags&tfPostOrVoid == 0 {
 		switch {
 		case t.DebitAccountID != dr.id:

@@ -3,9 +3,11 @@ package root
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
@@ -610,7 +612,15 @@ func TestDataFileDamage(t *testing.T) {
 		t.Fatalf("after recovery: %+v, want both acquires kept", u)
 	}
 
+	// Every command checkpoints its requests into the store when it ends,
+	// leaving the journal its header: damage needs two records, the first
+	// damaged, the second intact.
 	bad := e.dataBytes()
+	if len(bad) != 24 {
+		t.Fatalf("the journal after a command is %d bytes, want its 24-byte header", len(bad))
+	}
+	bad = append(bad, journalRecord(1)...)
+	bad = append(bad, journalRecord(2)...)
 	bad[24+30] ^= 0xff // inside the first record
 	if err := os.WriteFile(e.data, bad, 0o600); err != nil {
 		t.Fatal(err)
@@ -622,6 +632,23 @@ func TestDataFileDamage(t *testing.T) {
 	if !bytes.Equal(bad, e.dataBytes()) {
 		t.Errorf("a refused data file was changed")
 	}
+}
+
+// journalRecord is a create_accounts record of one account, stamped at
+// time ns, in the journal's format (see embedded.File).
+func journalRecord(ns uint64) []byte {
+	b := make([]byte, 24+128)
+	binary.LittleEndian.PutUint32(b[0:], 0x4a4c4254)
+	b[4] = 1
+	binary.LittleEndian.PutUint64(b[8:], ns)
+	binary.LittleEndian.PutUint32(b[16:], 128)
+	b[24] = byte(ns) // ID
+	b[24+112] = 1    // ledger
+	b[24+116] = 1    // code
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	c := crc32.Update(0, castagnoli, b[:20])
+	binary.LittleEndian.PutUint32(b[20:], crc32.Update(c, castagnoli, b[24:]))
+	return b
 }
 
 // While one process has the data file, another gets a clear error.

@@ -16,27 +16,19 @@ import (
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-// The embedded engine keeps every account and transfer in memory and
-// replays its whole journal on every start: it grows for as long as it
-// decides. A process that holds it says so before that hurts (see
+// The embedded engine keeps its accounts, their balances and its pending
+// transfers in memory, the rest in a store on disk with a bounded cache
+// (--cache): its memory grows with its live keys, not with its decisions.
+// A process that holds it says so before its memory hurts (see
 // engineGuard), with what to do instead.
-
-// replayRate is the journal replay speed assumed before one was measured:
-// about half what a 2-core machine replays (72–144 MB/s), so that a
-// warning comes early rather than late.
-const replayRate = 50 << 20 // bytes per second
-
-// slowStart is the start time past which the embedded engine is the wrong
-// home for the data.
-const slowStart = time.Minute
 
 // useCluster is what to do about an embedded engine that outgrew its
 // process.
-const useCluster = "the embedded engine keeps every account and transfer in memory and replays its whole journal on every start; " +
-	"for a service that runs for long, use a TigerBeetle cluster (tblimit tigerbeetle up, then --addresses; docs/operations.md)"
+const useCluster = "the embedded engine keeps every account and pending transfer in memory; " +
+	"for more keys than that, use a TigerBeetle cluster (tblimit tigerbeetle up, then --addresses; docs/operations.md)"
 
 // engineGuard watches an embedded engine's process: its live heap against
-// a bound, and what its next start would replay. It warns (once a level)
+// a bound. It warns (once a level)
 // as the heap passes half, three quarters and nine tenths of the bound;
 // past the bound it makes the engine refuse create requests, so that calls
 // fail as when a cluster does not answer (each command's --unavailable
@@ -45,29 +37,18 @@ const useCluster = "the embedded engine keeps every account and transfer in memo
 type engineGuard struct {
 	f      *embedded.File
 	bound  uint64 // live heap bytes; 0: none
-	rate   float64
 	warn   func(string)
 	live   func() uint64
 	warned int // the highest level warned of: 0, 50, 75, 90, 100
-	slow   bool
 }
 
 func newEngineGuard(f *embedded.File, bound uint64, warn func(string)) *engineGuard {
-	g := &engineGuard{f: f, bound: bound, rate: replayRate, warn: warn, live: liveHeap}
-	if n, took := f.Loaded(); took > 200*time.Millisecond {
-		g.rate = float64(n) / took.Seconds()
-	}
-	return g
+	return &engineGuard{f: f, bound: bound, warn: warn, live: liveHeap}
 }
 
 // check warns of what changed since the last check, and refuses or takes
 // create requests.
 func (g *engineGuard) check() {
-	if start := replayTime(g.f.Size(), g.rate); start > slowStart && !g.slow {
-		g.slow = true
-		g.warn(fmt.Sprintf("the journal %s holds %s: the next start would take about %s to replay it; %s",
-			g.f.Path(), formatBytes(uint64(g.f.Size())), start.Round(time.Second), useCluster))
-	}
 	if g.bound == 0 {
 		return
 	}
@@ -95,12 +76,6 @@ func (g *engineGuard) check() {
 		return // each level is warned of once
 	}
 	g.warned = level
-}
-
-// replayTime is how long a start replaying size bytes of journal takes at
-// rate bytes a second.
-func replayTime(size int64, rate float64) time.Duration {
-	return time.Duration(float64(size) / rate * float64(time.Second))
 }
 
 // run checks every interval until stop is closed.

@@ -67,26 +67,6 @@ func TestEngineGuard(t *testing.T) {
 	}
 }
 
-func TestEngineGuardSlowStart(t *testing.T) {
-	f, err := embedded.Open(filepath.Join(t.TempDir(), "j"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var warned []string
-	g := newEngineGuard(f, 0, func(s string) { warned = append(warned, s) })
-	g.check()
-	if len(warned) != 0 {
-		t.Fatalf("an empty journal: warned %q", warned)
-	}
-	g.rate = float64(f.Size()) / 61 // as if it took 61 s to replay
-	g.check()
-	g.check()
-	if len(warned) != 1 || !strings.Contains(warned[0], "the next start would take about 1m1s") {
-		t.Fatalf("warned %q, want the next start's time once", warned)
-	}
-}
-
 func TestParseBytes(t *testing.T) {
 	for _, c := range []struct {
 		in   string

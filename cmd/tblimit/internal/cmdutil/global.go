@@ -27,6 +27,7 @@ type GlobalOptions struct {
 	Timeout   time.Duration
 	Verbose   bool
 	MaxMemory string
+	Cache     string
 	// Server is a running tblimit serve --api whose cluster (or data
 	// file) the command uses, with the token of $TBLIMIT_TOKEN or
 	// TokenFile, over TLS with ServerCA or ServerTLS.
@@ -36,10 +37,11 @@ type GlobalOptions struct {
 	ServerTLS bool
 
 	maxMemory uint64 // MaxMemory parsed (Prepare)
+	cache     uint64 // Cache parsed (Prepare); 0: the engine's default
 }
 
 // EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
-var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "server", "token-file", "server-ca", "server-tls"}
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "cache", "server", "token-file", "server-ca", "server-tls"}
 
 // EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
 func EnvName(flag string) string {
@@ -54,6 +56,7 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
 	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
 	fs.StringVar(&g.MaxMemory, "max-memory", "", "the embedded engine's bound on this process's live heap (512MiB, 8GiB; 0: none): warned of from half of it, new decisions refused past it (default half the machine's or cgroup's memory) [env]")
+	fs.StringVar(&g.Cache, "cache", "", "the embedded engine's cache of stored accounts, transfers and history, besides its index of account IDs and its pending transfers' expiry (64MiB default) [env]")
 	fs.StringVar(&g.Server, "server", "", "act through a running tblimit serve --api at this gRPC address (127.0.0.1:8081), on the cluster or data file it uses; its token from $"+TokenEnv+" or --token-file [env]")
 	fs.StringVar(&g.TokenFile, "token-file", "", "with --server: a file whose first line is the bearer token (a token allowed admin on \"*\") [env]")
 	fs.StringVar(&g.ServerCA, "server-ca", "", "with --server: reach it over TLS, trusting this CA (PEM) [env]")
@@ -90,8 +93,17 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
 	}
-	if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed("max-memory") {
-		return Usagef("--max-memory bounds the embedded engine: with --addresses, there is none (give one or the other)")
+	for _, name := range []string{"max-memory", "cache"} {
+		if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed(name) {
+			return Usagef("--%s is the embedded engine's: with --addresses, there is none (give one or the other)", name)
+		}
+	}
+	if g.Cache != "" {
+		n, err := ParseBytes(g.Cache)
+		if err != nil {
+			return Usagef("--cache %v", err)
+		}
+		g.cache = n
 	}
 	if len(g.Addresses) == 0 && g.Server == "" {
 		bound, err := memoryBound(g.MaxMemory)
@@ -123,11 +135,11 @@ func (g *GlobalOptions) checkServer(cmd *cobra.Command, given map[string]bool) e
 		g.clearServer()
 		return nil
 	}
-	for _, name := range []string{"addresses", "data", "max-memory"} {
+	for _, name := range []string{"addresses", "data", "max-memory", "cache"} {
 		switch {
 		case g.Server == "" || !fs.Changed(name):
 		case given["server"] && !given[name]:
-			g.Addresses, g.Data, g.MaxMemory = nil, "", "" // from the environment: --server wins
+			g.Addresses, g.Data, g.MaxMemory, g.Cache = nil, "", "", "" // from the environment: --server wins
 		case !given["server"] && given[name]:
 			g.clearServer() // $TBLIMIT_SERVER: the explicit flag wins
 		default:
@@ -293,11 +305,11 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	if clock != nil {
 		eopts = append(eopts, embedded.WithClock(clock))
 	}
-	warn := warnTo(stderr)
-	if st, err := os.Stat(path); err == nil && replayTime(st.Size(), replayRate) > 10*time.Second {
-		fmt.Fprintf(stderr, "tblimit: notice: replaying the journal %s (%s): about %s\n", path, formatBytes(uint64(st.Size())),
-			replayTime(st.Size(), replayRate).Round(time.Second))
+	if g.cache > 0 {
+		eopts = append(eopts, embedded.WithCacheSize(int64(min(g.cache, 1<<62))))
 	}
+	warn := warnTo(stderr)
+	eopts = append(eopts, embedded.WithProgress(progressTo(stderr, path)))
 	f, err := embedded.Open(path, eopts...)
 	switch {
 	case errors.Is(err, embedded.ErrBusy):
@@ -309,11 +321,24 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	if r := f.Recovered(); r != nil {
 		fmt.Fprintln(stderr, "tblimit: notice:", r)
 	}
-	if n, took := f.Loaded(); took > slowStart {
-		warn(fmt.Sprintf("starting took %s, replaying %s of journal; %s", took.Round(time.Second), formatBytes(uint64(n)), useCluster))
-	}
 	stop := newEngineGuard(f, g.maxMemory, warn).start(time.Second)
 	return ledger.New(f, opts...), func() { stop(); f.Close() }, nil
+}
+
+// progressTo returns a WithProgress function that tells stderr how far
+// Open is in applying the journal at path to its store: once per tenth,
+// for a journal of more than 64 MiB (one written before stores, applied
+// once).
+func progressTo(stderr io.Writer, path string) func(done, total int64) {
+	next := int64(0)
+	return func(done, total int64) {
+		if total < 64<<20 || done < next {
+			return
+		}
+		fmt.Fprintf(stderr, "tblimit: notice: applying the journal %s to its store %s: %d%% of %s\n",
+			path, embedded.StorePath(path), done*100/total, formatBytes(uint64(total)))
+		next = done + total/10
+	}
 }
 
 // makeDir creates dir and the directories above it that are missing, and
