@@ -126,6 +126,29 @@ func WithMaxWaiting(n int) Option {
 	return func(c *Client) { c.maxWaiting = n; c.conn.SetMaxWaiting(n) }
 }
 
+// DefaultUserCache is how many users a Client keeps a view of unless
+// WithUserCache says otherwise.
+const DefaultUserCache = 1 << 17
+
+// WithUserCache bounds how many users the Client keeps a view of (what it
+// knows of their limits and units in flight, and that a lazy user was
+// provisioned) at about users, DefaultUserCache by default; n < 1 panics,
+// as a programming error, when the Client is built. A view costs about
+// 0.4 KB. A user dropped from it, when it is full, is not forgotten by the
+// cluster: its next decisions go to the cluster as a user never seen does
+// (a lazy user's carry its provisioning again, in the request the batch
+// sends for new users), until it is known again. Raise it when more users
+// than that decide within a window and memory allows; lower it to bound
+// the memory of a process that meets many keys.
+func WithUserCache(users int) Option {
+	return func(c *Client) {
+		if users < 1 {
+			panic(fmt.Sprintf("ledger: WithUserCache(%d): want at least 1", users))
+		}
+		c.users.max = max(users/userShards, 1)
+	}
+}
+
 // WithNow sets the Client's clock, from which it tells how long ago a
 // cluster timestamp was: every decision's RetryAfter and ResetAfter, local
 // denials, Inspect and Migrate use it (default: the clock of an engine that
@@ -152,6 +175,7 @@ func WithExactDecisions() Option { return func(c *Client) { c.exact = true } }
 // a Request.ID or Ref.
 func New(c tb.Client, opts ...Option) *Client {
 	cl := &Client{conn: conn.New(c), now: time.Now, maxWaiting: 1 << 16}
+	cl.users.max = DefaultUserCache / userShards
 	cl.reads.budget, cl.reads.scanBudget = 1, 1 // the first read and scan need not wait
 	if e, ok := c.(interface{ Now() time.Time }); ok {
 		cl.now = e.Now

@@ -68,12 +68,13 @@ func (u *user) lock() {
 // users is the Client's table of users, found by resource and key (one
 // lookup per decision: the account ID is derived once, when a user is
 // added), in shards that are emptied when full, which bounds its memory
-// (userShards × userShardLimit users) at the cost of forgetting what was
+// (about WithUserCache's users) at the cost of forgetting what was
 // known of the users dropped: a user the table does not hold has a view
 // that knows nothing, so its decisions go to the cluster, as they do for a
 // user never seen.
 type users struct {
 	lag time.Duration // how late the cluster may free a returned hold: see view.New
+	max int           // users a shard holds before it is emptied
 	// hot caches users in front of the shards: a user found there costs
 	// no lock, whose read side is a write every caller of a hot user
 	// shares. A slot holds a user its shard holds (or held: see get).
@@ -90,10 +91,9 @@ type userShard struct {
 }
 
 const (
-	userShards     = 64
-	userShardLimit = 1 << 13
-	hotSlots       = 256
-	cacheOdds      = 8
+	userShards = 64
+	hotSlots   = 256
+	cacheOdds  = 8
 )
 
 // userKey names a user in the table: its resource's ledger and its key,
@@ -146,7 +146,7 @@ func (us *users) get(r Resource, key string) *user {
 	if u = s.m[k]; u != nil {
 		return u
 	}
-	if s.m == nil || len(s.m) >= userShardLimit {
+	if s.m == nil || len(s.m) >= us.max {
 		s.m = make(map[userKey]*user, 64)
 		us.uncache(i)
 	}

@@ -16,7 +16,7 @@ import (
 // shard emptied when full) is not found again, in the cache either.
 func TestUsersTable(t *testing.T) {
 	r := Resource{Name: "r", Ledger: 7, Window: time.Minute, DefaultLimit: 5}
-	var us users
+	us := users{max: 100}
 	a := us.get(r, "a")
 	if us.get(r, "a") != a || a.id != UserID(7, "a") || a.v.Limit() != 5 {
 		t.Fatalf("get(a) twice: not one user with a's account (%v)", a.id)
@@ -36,7 +36,7 @@ func TestUsersTable(t *testing.T) {
 	// Fill a's shard until it is emptied: none of its users is found again.
 	s, i, _ := us.place(userKey{7, "a"})
 	var same []*user
-	for n := 0; len(s.m) < userShardLimit; n++ {
+	for n := 0; len(s.m) < us.max; n++ {
 		key := fmt.Sprint("k", n)
 		if _, j, _ := us.place(userKey{7, key}); j == i {
 			same = append(same, us.get(r, key))
@@ -61,7 +61,7 @@ func TestUsersTable(t *testing.T) {
 // get returns a user with its key.
 func TestUsersTableConcurrent(t *testing.T) {
 	r := Resource{Name: "r", Ledger: 7, Window: time.Minute, DefaultLimit: 5}
-	var us users
+	us := users{max: 4} // 300 keys in 256 places: shards are emptied too
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
