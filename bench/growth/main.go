@@ -58,6 +58,7 @@ type config struct {
 	keepData         bool
 	profile, cpu     string
 	cache            int64
+	userCache        int
 }
 
 func run() error {
@@ -74,6 +75,7 @@ func run() error {
 	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "the Zipf exponent of the known keys' decisions")
 	flag.BoolVar(&c.keepData, "keep", false, "keep the data file")
 	flag.Int64Var(&c.cache, "cache", 0, "the engine's cache in bytes (embedded.WithCacheSize; default: the engine's)")
+	flag.IntVar(&c.userCache, "user-cache", ledger.DefaultUserCache, "the users the Client keeps a view of (ledger.WithUserCache)")
 	flag.StringVar(&c.profile, "heap-profile", "", "write a heap profile at the end of each phase to this file, the phase's name appended")
 	flag.StringVar(&c.cpu, "cpu-profile", "", "write a CPU profile of the phases to this file")
 	flag.Parse()
@@ -100,7 +102,7 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
-	cl := ledger.New(f)
+	cl := ledger.New(f, ledger.WithUserCache(c.userCache))
 	rl, err := recipes.NewRequestRate(cl, recipes.Config{Name: "growth", Ledger: 1, Lazy: true}, recipes.Per(c.limit, c.window))
 	if err != nil {
 		return err

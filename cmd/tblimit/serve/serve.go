@@ -55,6 +55,7 @@ type serveOptions struct {
 	TLSKey          string
 	TLSClientCA     string
 	MaxWaiting      int
+	UserCache       int
 	ShutdownTimeout time.Duration
 	ReloadInterval  time.Duration
 	LogFormat       string
@@ -70,7 +71,7 @@ func knownLevel(s string) bool { _, ok := logLevels[s]; return ok }
 
 // EnvFlags are serve's flags that TBLIMIT_<FLAG> sets.
 var EnvFlags = []string{"config", "grpc-addr", "http-addr", "unavailable", "response-headers", "tls-cert", "tls-key",
-	"tls-client-ca", "max-waiting", "shutdown-timeout", "log-format", "log-level", "api", "api-tokens", "api-insecure", "require-request-id"}
+	"tls-client-ca", "max-waiting", "user-cache", "shutdown-timeout", "log-format", "log-level", "api", "api-tokens", "api-insecure", "require-request-id"}
 
 // NewCmdServe returns tblimit serve; runF, when not nil, runs instead of serveRun.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
@@ -148,6 +149,7 @@ Flags also come from TBLIMIT_<FLAG> (TBLIMIT_CONFIG, TBLIMIT_GRPC_ADDR, ...).`,
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "the TLS certificate's private key (PEM) [env]")
 	fl.StringVar(&opts.TLSClientCA, "tls-client-ca", "", "mutual TLS: require client certificates signed by this CA (PEM) [env]")
 	fl.IntVar(&opts.MaxWaiting, "max-waiting", 4096, "the most calls deciding at once, of Envoy's protocol and tblimit.v1 together; more fail at once with RESOURCE_EXHAUSTED [env]")
+	fl.IntVar(&opts.UserCache, "user-cache", ledger.DefaultUserCache, "the most users (descriptor value sets, tblimit.v1 users) whose limits and units in flight the service keeps in memory, about 0.4 KB each; one past it decides through the cluster as a new one does [env]")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long calls in flight may take to finish [env]")
 	fl.DurationVar(&opts.ReloadInterval, "reload-interval", time.Second, "how often the configuration's files are checked for changes")
 	fl.StringVar(&opts.LogFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line) [env]")
@@ -169,6 +171,8 @@ func (o *serveOptions) validate() error {
 		return cmdutil.Usagef("--tls-client-ca needs --tls-cert and --tls-key")
 	case o.MaxWaiting <= 0:
 		return cmdutil.Usagef("--max-waiting %d: must be positive", o.MaxWaiting)
+	case o.UserCache <= 0:
+		return cmdutil.Usagef("--user-cache %d: must be positive", o.UserCache)
 	case o.ShutdownTimeout <= 0:
 		return cmdutil.Usagef("--shutdown-timeout %s: must be positive", o.ShutdownTimeout)
 	case o.ReloadInterval <= 0:
@@ -222,7 +226,11 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 		return err
 	}
 	defer stopTracing() // after the Client closed: its last requests' spans have ended
-	c, done, err := opts.Open(noticeLog{log}, tr.LedgerOptions()...)
+	lopts := tr.LedgerOptions()
+	if opts.UserCache > 0 { // 0: the ledger's default
+		lopts = append(lopts, ledger.WithUserCache(opts.UserCache))
+	}
+	c, done, err := opts.Open(noticeLog{log}, lopts...)
 	if errors.Is(err, embedded.ErrBusy) {
 		return fmt.Errorf("%w (the embedded engine's data file serves one process at a time: another tblimit serve may hold it; run several on a TigerBeetle cluster, with --addresses)", errors.Unwrap(err))
 	}

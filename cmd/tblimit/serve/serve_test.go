@@ -19,7 +19,7 @@ import (
 )
 
 func TestServeFlags(t *testing.T) {
-	def := serveOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096,
+	def := serveOptions{GRPCAddr: "127.0.0.1:8081", HTTPAddr: "127.0.0.1:8080", Unavailable: "error", MaxWaiting: 4096, UserCache: ledger.DefaultUserCache,
 		ShutdownTimeout: 10 * time.Second, ReloadInterval: time.Second, LogFormat: "text", LogLevel: "info"}
 	with := func(f func(*serveOptions)) serveOptions { o := def; f(&o); return o }
 	cmdtest.CheckParse(t, NewCmdServe, []cmdtest.ParseCase[serveOptions]{
@@ -61,6 +61,8 @@ func TestServeFlags(t *testing.T) {
 		{Args: []string{"--config", "d", "--tls-cert", "c.pem"}, Err: "--tls-cert and --tls-key go together"},
 		{Args: []string{"--config", "d", "--tls-client-ca", "ca.pem"}, Err: "--tls-client-ca needs --tls-cert"},
 		{Args: []string{"--config", "d", "--max-waiting", "0"}, Err: "--max-waiting 0: must be positive"},
+		{Args: []string{"--config", "d", "--user-cache", "0"}, Err: "--user-cache 0: must be positive"},
+		{Args: []string{"--config", "d", "--user-cache", "1000000"}, Want: with(func(o *serveOptions) { o.Config, o.UserCache = "d", 1_000_000 })},
 		{Args: []string{"--config", "d", "--grpc-addr", "", "--http-addr", ""}, Err: "nothing to serve"},
 		{Args: []string{"--config", "d", "extra"}, Err: "unknown command"},
 	})
