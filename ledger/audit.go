@@ -16,8 +16,8 @@ import (
 // Client's view.
 type Audit struct {
 	// Limit is the user's limit now; LimitMin and LimitMax the least and
-	// most it was between the first and the last transfer of the span (a
-	// SetLimit or a Commit changes it).
+	// most it was between the first and the last transfer of the span
+	// (SetLimit changes it, and a lazy user's first decision credits it).
 	Limit, LimitMin, LimitMax uint64
 	// Holds and Units count the holds taken in the span (pending transfers
 	// out of the account: decisions, reservations, leases) and their units.
@@ -57,14 +57,14 @@ func (a Audit) OK() bool { return len(a.Over) == 0 && !a.InFlightOver }
 // no instant held more in flight. It reads what the cluster recorded, not
 // this Client's view, so that it can check any process's decisions, a
 // production ledger's included. A user deciding while it is read is read
-// as of one moment; one whose limit changes each time it is read (set or
-// committed over and over) gets ErrLimitChanging.
+// as of one moment; one whose limit changes each time it is read (set
+// that often) gets ErrLimitChanging.
 func (c *Client) Audit(ctx context.Context, r Resource, key string, from, to time.Time) (Audit, error) {
 	uid, key, err := userOf(r, key)
 	if err != nil {
 		return Audit{}, err
 	}
-	return c.audit(ctx, r, uid, from, to, func() (balance, error) {
+	return c.audit(ctx, r, uid, fmt.Sprintf("user %q", key), from, to, func() (balance, error) {
 		return c.balance(ctx, r, uid, key)
 	})
 }
@@ -75,7 +75,7 @@ func (c *Client) AuditAccount(ctx context.Context, r Resource, id ID, from, to t
 	if err := r.Validate(); err != nil {
 		return Audit{}, err
 	}
-	return c.audit(ctx, r, id, from, to, func() (balance, error) {
+	return c.audit(ctx, r, id, "user account "+id.String(), from, to, func() (balance, error) {
 		a, ok, err := c.lookupAccount(ctx, id)
 		if err != nil {
 			return balance{}, err
@@ -100,8 +100,9 @@ const auditReads = 8
 // So the transfers are read first, the limit next, and then the transfers
 // after the last one read: when none of those changed the limit, the
 // limit read is the one after every transfer read before it. When one
-// did, it is added, and the limit and what follows are read again.
-func (c *Client) audit(ctx context.Context, r Resource, uid ID, from, to time.Time, read func() (balance, error)) (Audit, error) {
+// did, it is added, and the limit and what follows are read again. who
+// names the user in an error.
+func (c *Client) audit(ctx context.Context, r Resource, uid ID, who string, from, to time.Time, read func() (balance, error)) (Audit, error) {
 	ts, err := c.transfersOf(ctx, uid, unixNano(from), 0)
 	if err != nil {
 		return Audit{}, err
@@ -109,7 +110,7 @@ func (c *Client) audit(ctx context.Context, r Resource, uid ID, from, to time.Ti
 	var b balance
 	for n := 0; ; n++ {
 		if n == auditReads {
-			return Audit{}, fmt.Errorf("%w: %s on %s, %d times", ErrLimitChanging, uid, r.Name, n)
+			return Audit{}, fmt.Errorf("%w: the limit of %s on %s changed in each of %d reads", ErrLimitChanging, who, r.Name, n)
 		}
 		if b, err = read(); err != nil {
 			return Audit{}, err

@@ -142,6 +142,16 @@ func TestAuditReadsTheLimitWithItsTransfers(t *testing.T) {
 		if _, err := ledger.New(raise).Audit(ctx, r, "u", time.Time{}, time.Time{}); !errors.Is(err, ledger.ErrLimitChanging) {
 			t.Fatalf("Audit of a limit raised after every read = %v, want ErrLimitChanging", err)
 		}
+		// Holds taken as it reads change no limit: read once, and they are
+		// not over it.
+		auditor := ledger.New(&raiser{Client: b.Client, left: 1000, raise: func() { acquire(t, c, r, "u", 1) }})
+		a, err = auditor.Audit(ctx, r, "u", time.Time{}, time.Time{})
+		if err != nil || !a.OK() || a.Holds < 3 {
+			t.Fatalf("Audit with holds taken as it reads = %+v, %v; want OK", a, err)
+		}
+		if n := auditor.Stats().GetAccountTransfers.Requests; n != 2 {
+			t.Fatalf("Audit with holds taken as it reads read transfers %d times, want 2 (the transfers, then those after the limit)", n)
+		}
 	})
 }
 

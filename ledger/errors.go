@@ -46,7 +46,7 @@ var (
 	ErrInvalidAddress = errors.New("ledger: invalid cluster address")
 	// ErrLimitChanging means Audit found a user's limit changed each time
 	// it read it (see Audit): nothing is wrong, try again.
-	ErrLimitChanging = errors.New("ledger: the user's limit changed while it was read")
+	ErrLimitChanging = errors.New("ledger: limit changing")
 )
 
 // UnknownUserError is the error of a decision refused because a user has

@@ -93,7 +93,8 @@ type LimitServiceClient interface {
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 	// History lists a user's admissions on a resource, the newest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
-	// Audit checks what the cluster recorded of a user against its limit.
+	// Audit checks what the cluster recorded of a user against its limit
+	// (ABORTED, LIMIT_CHANGING: its limit changed each time it was read; retry).
 	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
 	// CreateResource creates a resource; creating it again with the same
 	// definition changes nothing (created false). A resource of another
@@ -381,7 +382,8 @@ type LimitServiceServer interface {
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	// History lists a user's admissions on a resource, the newest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
-	// Audit checks what the cluster recorded of a user against its limit.
+	// Audit checks what the cluster recorded of a user against its limit
+	// (ABORTED, LIMIT_CHANGING: its limit changed each time it was read; retry).
 	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
 	// CreateResource creates a resource; creating it again with the same
 	// definition changes nothing (created false). A resource of another

@@ -140,6 +140,8 @@ func (f *Factory) explain(err error) error {
 		return err
 	case errors.Is(err, ledger.ErrUnknownUser):
 		return Hint(err, "add it with tblimit users add")
+	case errors.Is(err, ledger.ErrLimitChanging):
+		return Hint(err, "its limit is being set as it is read: run the audit again")
 	case errors.Is(err, ledger.ErrUnavailable) && len(f.Global.Addresses) > 0:
 		return Hint(err, "is a cluster with ID %d running at %s? tblimit tigerbeetle status tells about a local one",
 			f.Global.ClusterID, strings.Join(f.Global.Addresses, ","))
