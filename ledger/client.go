@@ -132,8 +132,9 @@ const DefaultUserCache = 1 << 17
 
 // WithUserCache bounds how many users the Client keeps a view of (what it
 // knows of their limits and units in flight, and that a lazy user was
-// provisioned) at about users, DefaultUserCache by default; n < 1 panics,
-// as a programming error, when the Client is built. A view costs about
+// provisioned) at about users, DefaultUserCache by default: the table has
+// 64 shards, each emptied when it holds users/64 (at least one). users < 1
+// panics, as a programming error, when the Client is built. A view costs about
 // 0.4 KB. A user dropped from it, when it is full, is not forgotten by the
 // cluster: its next decisions go to the cluster as a user never seen does
 // (a lazy user's carry its provisioning again, in the request the batch

@@ -16,21 +16,31 @@ import (
 func TestSmallUserCache(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b *testenv.Backend) {
 		_, r := setup(t, b, ledger.Resource{Window: time.Hour, DefaultLimit: 3, Lazy: true})
-		c := ledger.New(b.Client, ledger.WithUserCache(1)) // a user a shard
 		const users = 200
-		for round := range 4 {
-			for i := range users {
-				d, err := c.Acquire(ctx, r, ledger.Request{User: fmt.Sprint("u", i), Amount: 1})
-				if want := round < 3; err != nil || d.Allowed != want {
-					t.Fatalf("round %d, user %d: %+v, %v; want allowed %v", round, i, d, err, want)
+		sights := func(c *ledger.Client, prefix string) uint64 {
+			t.Helper()
+			for round := range 4 {
+				for i := range users {
+					d, err := c.Acquire(ctx, r, ledger.Request{User: fmt.Sprint(prefix, i), Amount: 1})
+					if want := round < 3; err != nil || d.Allowed != want {
+						t.Fatalf("round %d, user %s%d: %+v, %v; want allowed %v", round, prefix, i, d, err, want)
+					}
 				}
 			}
-		}
-		for i := range users {
-			a, err := c.Audit(ctx, r, fmt.Sprint("u", i), time.Time{}, time.Time{})
-			if err != nil || !a.OK() || a.Limit != 3 || a.Holds != 3 {
-				t.Fatalf("Audit(u%d) = %+v, %v; want 3 holds under a limit of 3, credited once", i, a, err)
+			for i := range users {
+				a, err := c.Audit(ctx, r, fmt.Sprint(prefix, i), time.Time{}, time.Time{})
+				if err != nil || !a.OK() || a.Limit != 3 || a.Holds != 3 {
+					t.Fatalf("Audit(%s%d) = %+v, %v; want 3 holds under a limit of 3, credited once", prefix, i, a, err)
+				}
 			}
+			return c.Stats().CreateAccounts.Events
+		}
+		// 64 users at most (one a shard): the same users provisioned again
+		// and again, where the default cache provisions each once.
+		small, all := sights(ledger.New(b.Client, ledger.WithUserCache(1)), "s"), sights(ledger.New(b.Client), "d")
+		if all != users || small <= 2*users {
+			t.Fatalf("accounts sent for %d users deciding 4 times: %d with a cache of 64 users, %d with the default; want more than %d and %d",
+				users, small, all, 2*users, users)
 		}
 	})
 }

@@ -227,7 +227,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	}
 	defer stopTracing() // after the Client closed: its last requests' spans have ended
 	lopts := tr.LedgerOptions()
-	if opts.UserCache > 0 { // 0: the ledger's default
+	if opts.UserCache > 0 { // 0 (options made by a program, not from flags): the ledger's default
 		lopts = append(lopts, ledger.WithUserCache(opts.UserCache))
 	}
 	c, done, err := opts.Open(noticeLog{log}, lopts...)
