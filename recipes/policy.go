@@ -51,6 +51,30 @@ func (u Unit) String() string {
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }
 
+// kind is the ledger.Kind of a resource that counts u: bytes for
+// ContentBytes, money for CurrencyUnits, requests for the others.
+func (u Unit) kind() ledger.Kind {
+	switch u {
+	case ContentBytes:
+		return ledger.KindBytes
+	case CurrencyUnits:
+		return ledger.KindMoney
+	}
+	return ledger.KindRequests
+}
+
+// unitOf is the Unit of a single-limit recipe's resource of kind k (see
+// Unit.kind): Requests, ContentBytes or CurrencyUnits.
+func unitOf(k ledger.Kind) Unit {
+	switch k {
+	case ledger.KindBytes:
+		return ContentBytes
+	case ledger.KindMoney:
+		return CurrencyUnits
+	}
+	return Requests
+}
+
 // Policy is one limit of a Limiter: at most Limit.N units in any interval
 // of Limit.Window for each key, kept on a TigerBeetle ledger of its own
 // (one resource). A Policy is a plain value, validated by NewLimiter.
@@ -92,15 +116,10 @@ func (p Policy) resource() (ledger.Resource, error) {
 	if _, err := ledger.WindowSeconds(p.Limit.Window); err != nil {
 		return ledger.Resource{}, fmt.Errorf("recipes: policy %q: limit %v: %w", p.Name, p.Limit, err)
 	}
-	kind := ledger.KindRequests
-	switch p.Unit {
-	case Requests:
-	case ContentBytes:
-		kind = ledger.KindBytes
-	default:
+	if p.Unit != Requests && p.Unit != ContentBytes {
 		return ledger.Resource{}, fmt.Errorf("%w: policy %q: unit %v (a Limiter counts requests or content-bytes; use Concurrency for requests in flight)", ledger.ErrInvalidResource, p.Name, p.Unit)
 	}
-	r := ledger.Resource{Name: p.Name, Ledger: p.Ledger, Kind: kind, Window: p.Limit.Window, DefaultLimit: p.Limit.N, Lazy: p.Lazy}
+	r := ledger.Resource{Name: p.Name, Ledger: p.Ledger, Kind: p.Unit.kind(), Window: p.Limit.Window, DefaultLimit: p.Limit.N, Lazy: p.Lazy}
 	if err := r.Validate(); err != nil {
 		return ledger.Resource{}, err
 	}
@@ -162,13 +181,6 @@ func PolicyOf(p ledger.Part, d ledger.Decision) PolicyResult {
 // of makes *pr the PolicyResult of d, a decision on amount units of r for
 // key (see PolicyOf), in place: a single-limit recipe's Result holds it.
 func (pr *PolicyResult) of(r *ledger.Resource, key string, amount uint64, d *ledger.Decision) {
-	unit := Requests
-	switch r.Kind {
-	case ledger.KindBytes:
-		unit = ContentBytes
-	case ledger.KindMoney:
-		unit = CurrencyUnits
-	}
-	*pr = PolicyResult{Limiter: r.Name, Policy: r.Name, Unit: unit, Window: r.Window, Amount: amount, Decision: *d}
+	*pr = PolicyResult{Limiter: r.Name, Policy: r.Name, Unit: unitOf(r.Kind), Window: r.Window, Amount: amount, Decision: *d}
 	pr.Key, _ = ledger.NormalizeKey(key) // "" for a key the decision refused as invalid
 }

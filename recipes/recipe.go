@@ -37,15 +37,8 @@ func newRecipe(c *ledger.Client, cfg Config, unit Unit, l Limit, currency uint32
 	if err := l.Validate(); err != nil {
 		return recipe{}, err
 	}
-	kind := ledger.KindRequests
-	switch unit {
-	case ContentBytes:
-		kind = ledger.KindBytes
-	case CurrencyUnits:
-		kind = ledger.KindMoney
-	}
 	res := ledger.Resource{
-		Name: cfg.Name, Ledger: cfg.Ledger, Kind: kind, Window: l.Window,
+		Name: cfg.Name, Ledger: cfg.Ledger, Kind: unit.kind(), Window: l.Window,
 		DefaultLimit: l.N, Lazy: cfg.Lazy, Currency: currency,
 	}
 	if err := res.Validate(); err != nil {
