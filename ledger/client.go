@@ -176,7 +176,7 @@ func WithExactDecisions() Option { return func(c *Client) { c.exact = true } }
 // a Request.ID or Ref.
 func New(c tb.Client, opts ...Option) *Client {
 	cl := &Client{conn: conn.New(c), now: time.Now, maxWaiting: 1 << 16}
-	cl.users.max = DefaultUserCache / userShards
+	WithUserCache(DefaultUserCache)(cl)
 	cl.reads.budget, cl.reads.scanBudget = 1, 1 // the first read and scan need not wait
 	if e, ok := c.(interface{ Now() time.Time }); ok {
 		cl.now = e.Now
