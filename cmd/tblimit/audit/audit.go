@@ -40,11 +40,11 @@ reads every hold in the span (all of them by default), whichever process took
 it, so it checks a production ledger as well as a test.
 
 Each interval is checked against the limit of its time (the largest it was
-within the interval: a raised or lowered limit, a committed reservation,
-change it). Units given back early (committed, cancelled, reset) count in
-flight until then, not in the window. A lease's give-back (ledger.WithLeases)
-counts as the lease, from when it was taken; leases admit by design up to a
-lease more than the limit in a window.
+within the interval, when the limit was raised or lowered in it). Units
+given back early (committed, cancelled, reset) count in flight until then,
+not in the window. A lease's give-back (ledger.WithLeases) counts as the
+lease, from when it was taken; leases admit by design up to a lease more
+than the limit in a window.
 
 Exits 0 when every user was within its limit and 4 when one was over (the
 table says who and where). A user provisioned with a long key by an older
