@@ -66,6 +66,60 @@ func TestIDSet(t *testing.T) {
 
 func toU128Pair(lo, hi uint64) tb.Uint128 { return u128.FromParts(lo, hi) }
 
+// TestAcctIndex checks the account index against the IDs it is given to
+// confirm a match with: among them two whose hashes have the same 32 bits,
+// which only the IDs tell apart.
+func TestAcctIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var ids []tb.Uint128
+	seen := map[uint64]tb.Uint128{}
+	var twin [2]tb.Uint128
+	for twin[0] == tbZero {
+		id := toU128Pair(rng.Uint64(), rng.Uint64())
+		if other, ok := seen[hashID(id)>>32]; ok {
+			twin = [2]tb.Uint128{other, id}
+			break
+		}
+		seen[hashID(id)>>32] = id
+	}
+	idOf := func(i uint32) tb.Uint128 { return ids[i] }
+	var x acctIndex
+	add := func(id tb.Uint128) {
+		ids = append(ids, id)
+		x.add(hashID(id), uint32(len(ids)-1))
+	}
+	add(twin[0])
+	for range 5000 {
+		add(toU128Pair(rng.Uint64(), rng.Uint64()))
+	}
+	if i, ok := x.find(twin[1], hashID(twin[1]), idOf); ok {
+		t.Fatalf("an ID never added, whose hash has the same 32 bits as account 0's, found at %d", i)
+	}
+	add(twin[1])
+	for i, id := range ids {
+		if got, ok := x.find(id, hashID(id), idOf); !ok || got != uint32(i) {
+			t.Fatalf("find(ID %d) = %d, %v", i, got, ok)
+		}
+	}
+	// Rollback removes the newest accounts.
+	for len(ids) > 1 {
+		last := uint32(len(ids) - 1)
+		x.removeLast(ids[last], last)
+		gone := ids[last]
+		ids = ids[:last]
+		if i, ok := x.find(gone, hashID(gone), idOf); ok {
+			t.Fatalf("removed account %d still found at %d", last, i)
+		}
+		if len(ids)%500 == 0 {
+			for i, id := range ids {
+				if got, ok := x.find(id, hashID(id), idOf); !ok || got != uint32(i) {
+					t.Fatalf("after removals, find(ID %d) = %d, %v", i, got, ok)
+				}
+			}
+		}
+	}
+}
+
 func TestExpiryHeap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var h expiryHeap

@@ -84,7 +84,7 @@ func (s *state) lookupAccounts(ids []tb.Uint128, out []tb.Account) []tb.Account 
 			continue
 		}
 		var i uint32
-		if i, found = s.accountIdx[id]; found {
+		if i, found = s.findAccount(id); found {
 			out = append(out, tb.Account{})
 			s.putAccount(&out[len(out)-1], i)
 		}
@@ -142,7 +142,7 @@ func (s *state) accountTransfers(f *tb.AccountFilter) (*acct, []uint32) {
 	if !ok {
 		return nil, nil
 	}
-	ai, ok := s.accountIdx[f.AccountID]
+	ai, ok := s.findAccount(f.AccountID)
 	if !ok {
 		return nil, nil
 	}
@@ -218,7 +218,7 @@ func (s *state) getAccountBalances(f *tb.AccountFilter) []tb.AccountBalance {
 	if !accountFilterValid(f) {
 		return make([]tb.AccountBalance, 0)
 	}
-	if ai, ok := s.accountIdx[f.AccountID]; !ok || s.accounts.at(ai).flags&afHistory == 0 {
+	if ai, ok := s.findAccount(f.AccountID); !ok || s.accounts.at(ai).flags&afHistory == 0 {
 		return make([]tb.AccountBalance, 0)
 	}
 	a, idxs := s.accountTransfers(f)

@@ -160,8 +160,8 @@ const (
 // requests applied with the same timestamps give the same state and results.
 // It is not safe for concurrent use; Engine serializes access.
 type state struct {
-	accounts   acctArena             // with a store, in pages read back when used
-	accountIdx map[tb.Uint128]uint32 // in memory, with or without a store
+	accounts   acctArena // with a store, in pages read back when used
+	accountIdx acctIndex // in memory, with or without a store
 
 	transferIDs ids       // index i is the ID of transfers.at(i)
 	transfers   xferArena // in timestamp order
@@ -210,7 +210,7 @@ type acctRef struct {
 const maxQueues = 16
 
 func newState() *state {
-	return &state{accountIdx: make(map[tb.Uint128]uint32), nextExpiry: ^uint64(0)}
+	return &state{nextExpiry: ^uint64(0)}
 }
 
 // lastTransferTimestamp is the greatest timestamp of a stored transfer.
@@ -396,7 +396,8 @@ func (s *state) rollback() {
 		case undoTransfer:
 			s.removeLastTransfer()
 		case undoAccountNew:
-			delete(s.accountIdx, s.accounts.at(s.accounts.n-1).id)
+			ai := s.accounts.n - 1
+			s.accountIdx.removeLast(s.accounts.at(ai).id, ai)
 			s.accounts.pop()
 		}
 	}
@@ -466,7 +467,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 	if a.ID == tbMaxInt {
 		return tb.AccountIDMustNotBeIntMax, ts
 	}
-	if i, ok := s.accountIdx[a.ID]; ok {
+	if i, ok := s.findAccount(a.ID); ok {
 		e := s.accounts.at(i)
 		switch {
 		case a.Flags != e.flags:
@@ -507,7 +508,7 @@ func (s *state) createAccount(a *tb.Account, eventTs, ts uint64) (tb.CreateAccou
 		}
 	}
 	ai, na := s.accounts.push()
-	s.accountIdx[a.ID] = ai
+	s.accountIdx.add(hashID(a.ID), ai)
 	*na = acct{
 		id:     a.ID,
 		ud128:  a.UserData128,
@@ -573,6 +574,11 @@ func (s *state) touchSlots(hs []uint64) {
 	s.touched = sum
 }
 
+// findAccount returns the index of the account with ID id.
+func (s *state) findAccount(id tb.Uint128) (uint32, bool) {
+	return s.accountIdx.find(id, hashID(id), func(i uint32) tb.Uint128 { return s.accounts.at(i).id })
+}
+
 // accountIndex returns the index of the account with ID id, which must not
 // be zero, remembering it in *hot: a batch of decisions credits one
 // operator and often debits one hot user.
@@ -580,7 +586,7 @@ func (s *state) accountIndex(id tb.Uint128, hot *acctRef) (uint32, bool) {
 	if id == hot.id {
 		return hot.idx, true
 	}
-	i, ok := s.accountIdx[id]
+	i, ok := s.findAccount(id)
 	if ok {
 		*hot = acctRef{id: id, idx: i}
 	}

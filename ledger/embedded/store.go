@@ -897,28 +897,38 @@ func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 
 	pages := (na + acctPageMask) >> acctPageShift
 	s.accounts = acctArena{st: st, n: na, flushed: na, pages: make([]*[acctPage]acct, pages), used: make([]uint64, (pages+63)/64)}
-	s.accountIdx = make(map[tb.Uint128]uint32, na)
+	// The IDs are held while the index is built, to find one stored twice.
+	ids := make([]tb.Uint128, 0, na)
+	s.accountIdx = acctIndex{}
+	s.accountIdx.reserve(na)
+	idOf := func(i uint32) tb.Uint128 { return ids[i] }
 	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAcctIDs}, UpperBound: []byte{keyAcctIDs + 1}})
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	n := uint32(0)
+	distinct := uint32(0)
 	for it.First(); it.Valid(); it.Next() {
 		c, v := binary.BigEndian.Uint32(it.Key()[1:]), it.Value()
+		n := uint32(len(ids))
 		if c != n/idBlock || n%idBlock != 0 || len(v)%16 != 0 || len(v) > 16*idBlock || n+uint32(len(v)/16) > na {
 			it.Close()
 			return 0, false, bad(fmt.Sprintf("the account IDs of block %d are damaged or out of place", c))
 		}
 		for k := 0; k < len(v); k += 16 {
-			s.accountIdx[tb.Uint128(v[k:k+16])] = n
-			n++
+			id := tb.Uint128(v[k : k+16])
+			ids = append(ids, id)
+			h := hashID(id)
+			if _, dup := s.accountIdx.find(id, h, idOf); !dup {
+				s.accountIdx.add(h, uint32(len(ids)-1))
+				distinct++
+			}
 		}
 	}
 	if err := it.Close(); err != nil {
 		return 0, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	if n != na || len(s.accountIdx) != int(na) {
-		return 0, false, bad(fmt.Sprintf("%d account IDs (%d distinct) where the meta record says %d accounts", n, len(s.accountIdx), na))
+	if uint32(len(ids)) != na || distinct != na {
+		return 0, false, bad(fmt.Sprintf("%d account IDs (%d distinct) where the meta record says %d accounts", len(ids), distinct, na))
 	}
 	st.walTime = walTime
 	return walTime, true, nil
