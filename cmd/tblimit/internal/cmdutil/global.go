@@ -20,14 +20,15 @@ import (
 
 // GlobalOptions are the flags every command takes.
 type GlobalOptions struct {
-	Addresses []string
-	ClusterID uint64
-	Data      string
-	Output    string
-	Timeout   time.Duration
-	Verbose   bool
-	MaxMemory string
-	Cache     string
+	Addresses  []string
+	ClusterID  uint64
+	Data       string
+	Output     string
+	Timeout    time.Duration
+	Verbose    bool
+	MaxMemory  string
+	Cache      string
+	Checkpoint string
 	// Server is a running tblimit serve --api whose cluster (or data
 	// file) the command uses, with the token of $TBLIMIT_TOKEN or
 	// TokenFile, over TLS with ServerCA or ServerTLS.
@@ -36,12 +37,13 @@ type GlobalOptions struct {
 	ServerCA  string
 	ServerTLS bool
 
-	maxMemory uint64 // MaxMemory parsed (Prepare)
-	cache     uint64 // Cache parsed (Prepare); 0: the engine's default
+	maxMemory  uint64 // MaxMemory parsed (Prepare)
+	cache      uint64 // Cache parsed (Prepare); 0: the engine's default
+	checkpoint uint64 // Checkpoint parsed (Prepare); 0: the engine's default
 }
 
 // EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
-var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "cache", "server", "token-file", "server-ca", "server-tls"}
+var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "cache", "checkpoint", "server", "token-file", "server-ca", "server-tls"}
 
 // EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
 func EnvName(flag string) string {
@@ -57,6 +59,7 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
 	fs.StringVar(&g.MaxMemory, "max-memory", "", "the embedded engine's bound on this process's live heap (512MiB, 8GiB; 0: none): warned of from half of it, new decisions refused past it (default half the machine's or cgroup's memory) [env]")
 	fs.StringVar(&g.Cache, "cache", "", "the embedded engine's cache of stored accounts, transfers and history, besides its index of account IDs and its pending transfers' expiry (64MiB default) [env]")
+	fs.StringVar(&g.Checkpoint, "checkpoint", "", "how much of the embedded engine's journal it writes between two checkpoints of its store (4MiB default): larger decides faster and holds more memory, what changed since the last checkpoint; a start after a crash replays at most that [env]")
 	fs.StringVar(&g.Server, "server", "", "act through a running tblimit serve --api at this gRPC address (127.0.0.1:8081), on the cluster or data file it uses; its token from $"+TokenEnv+" or --token-file [env]")
 	fs.StringVar(&g.TokenFile, "token-file", "", "with --server: a file whose first line is the bearer token (a token allowed admin on \"*\") [env]")
 	fs.StringVar(&g.ServerCA, "server-ca", "", "with --server: reach it over TLS, trusting this CA (PEM) [env]")
@@ -93,7 +96,7 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
 	}
-	for _, name := range []string{"max-memory", "cache"} {
+	for _, name := range []string{"max-memory", "cache", "checkpoint"} {
 		if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed(name) {
 			return Usagef("--%s is the embedded engine's: with --addresses, there is none (give one or the other)", name)
 		}
@@ -104,6 +107,13 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 			return Usagef("--cache %v", err)
 		}
 		g.cache = n
+	}
+	if g.Checkpoint != "" {
+		n, err := ParseBytes(g.Checkpoint)
+		if err != nil || n == 0 {
+			return Usagef("--checkpoint %q: want a size of journal above 0, such as 4MiB or 16MiB", g.Checkpoint)
+		}
+		g.checkpoint = n
 	}
 	if len(g.Addresses) == 0 && g.Server == "" {
 		bound, err := memoryBound(g.MaxMemory)
@@ -135,11 +145,11 @@ func (g *GlobalOptions) checkServer(cmd *cobra.Command, given map[string]bool) e
 		g.clearServer()
 		return nil
 	}
-	for _, name := range []string{"addresses", "data", "max-memory", "cache"} {
+	for _, name := range []string{"addresses", "data", "max-memory", "cache", "checkpoint"} {
 		switch {
 		case g.Server == "" || !fs.Changed(name):
 		case given["server"] && !given[name]:
-			g.Addresses, g.Data, g.MaxMemory, g.Cache = nil, "", "", "" // from the environment: --server wins
+			g.Addresses, g.Data, g.MaxMemory, g.Cache, g.Checkpoint = nil, "", "", "", "" // from the environment: --server wins
 		case !given["server"] && given[name]:
 			g.clearServer() // $TBLIMIT_SERVER: the explicit flag wins
 		default:
@@ -307,6 +317,9 @@ func (g *GlobalOptions) Open(clock embedded.Clock, stderr io.Writer, opts ...led
 	}
 	if g.cache > 0 {
 		eopts = append(eopts, embedded.WithCacheSize(int64(min(g.cache, 1<<62))))
+	}
+	if g.checkpoint > 0 {
+		eopts = append(eopts, embedded.WithCheckpointBytes(int64(min(g.checkpoint, 1<<62))))
 	}
 	warn := warnTo(stderr)
 	eopts = append(eopts, embedded.WithProgress(progressTo(stderr, path)))
