@@ -14,7 +14,8 @@ const (
 	chunkMask  = chunkSize - 1
 )
 
-// table is the hash table of an idSet or an acctIndex: open addressing
+// table is the hash table of an idSet, or of the accounts (see
+// state.findAccount), which hold their IDs themselves: open addressing
 // with linear probing. Each slot holds the top 32 bits of an ID's hash
 // beside index+1 (0 marks an empty slot), 8 bytes a slot, about 11 to 21
 // bytes per key at a load of 3/8 to 3/4. A probe that meets a different
@@ -25,15 +26,39 @@ const (
 // and deleting never reads IDs either.
 type table struct {
 	slots []uint64
-	shift uint8 // 64 - log2(len(slots)): the home of hash h is h >> shift
+	shift uint8  // 64 - log2(len(slots)): the home of hash h is h >> shift
+	n     uint32 // indexes held
 }
 
-// put adds index i of an ID of hash h to a table that holds n IDs.
-func (t *table) put(h uint64, i, n uint32) {
-	if uint64(n+1)*4 > uint64(len(t.slots))*3 {
+// find returns the index of id, whose hash is h; idOf returns the ID of
+// an index, read only when its 32 bits of hash match.
+func (t *table) find(id tb.Uint128, h uint64, idOf func(uint32) tb.Uint128) (uint32, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	tag := h >> 32
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	for p := h >> t.shift; ; p = (p + 1) & mask {
+		slot := slots[p]
+		if slot == 0 {
+			return 0, false
+		}
+		if slot>>32 == tag {
+			if i := uint32(slot) - 1; idOf(i) == id {
+				return i, true
+			}
+		}
+	}
+}
+
+// put adds index i, of an ID of hash h that the table does not hold.
+func (t *table) put(h uint64, i uint32) {
+	if uint64(t.n+1)*4 > uint64(len(t.slots))*3 {
 		t.grow()
 	}
 	t.insert(h>>32<<32 | uint64(i+1))
+	t.n++
 }
 
 // insert puts a slot value into the first free slot from its home.
@@ -77,6 +102,7 @@ func (t *table) resize(size int) {
 
 // remove removes index i, of an ID of hash h.
 func (t *table) remove(h uint64, i uint32) {
+	t.n--
 	mask := uint64(len(t.slots) - 1)
 	p := h >> t.shift
 	for uint32(t.slots[p]) != i+1 {
@@ -100,7 +126,6 @@ func (t *table) remove(h uint64, i uint32) {
 type idSet struct {
 	table
 	keys []*[chunkSize]tb.Uint128
-	n    uint32
 }
 
 func (s *idSet) len() uint32 { return s.n }
@@ -117,24 +142,7 @@ func (s *idSet) find(id tb.Uint128) (uint32, bool) {
 
 // findHashed is find with the ID's hash already computed.
 func (s *idSet) findHashed(id tb.Uint128, h uint64) (uint32, bool) {
-	if s.n == 0 {
-		return 0, false
-	}
-	tag := h >> 32
-	slots := s.slots
-	mask := uint64(len(slots) - 1)
-	for p := h >> s.shift; ; p = (p + 1) & mask {
-		slot := slots[p]
-		if slot == 0 {
-			return 0, false
-		}
-		if slot>>32 == tag {
-			i := uint32(slot) - 1
-			if s.key(i) == id {
-				return i, true
-			}
-		}
-	}
+	return s.table.find(id, h, s.key)
 }
 
 // touch reads the slot where a search for hash h starts, so that the
@@ -156,8 +164,7 @@ func (s *idSet) addHashed(id tb.Uint128, h uint64) uint32 {
 		s.keys = append(s.keys, new([chunkSize]tb.Uint128))
 	}
 	s.keys[i>>chunkShift][i&chunkMask] = id
-	s.put(h, i, i)
-	s.n++
+	s.put(h, i)
 	return i
 }
 
@@ -166,57 +173,6 @@ func (s *idSet) removeLast() {
 	i := s.n - 1
 	s.remove(hashID(s.key(i)), i)
 	s.keys[i>>chunkShift][i&chunkMask] = tbZero
-	s.n--
-}
-
-// acctIndex finds an account's index by its ID. It is a table without IDs
-// of its own: the accounts hold them, so a slot whose 32 bits of hash match
-// is checked against its account's ID. A lookup of an account that exists
-// reads nothing the account's use does not read next (its page, read back
-// from the store if it is not in memory); one of a new ID reads an account
-// only when another ID's bits match (measured: one lookup in 4,000 with a
-// million accounts, since the bits that place an ID in the table are the
-// first of the 32). The index of every account, the one thing the engine
-// keeps in memory for every key however long ago it was used, then takes
-// 11 to 21 bytes a key where a map took about 37.
-type acctIndex struct {
-	table
-	n uint32
-}
-
-// find returns the index of the account with ID id, whose hash is h;
-// idOf returns the ID of an account by its index.
-func (x *acctIndex) find(id tb.Uint128, h uint64, idOf func(uint32) tb.Uint128) (uint32, bool) {
-	if x.n == 0 {
-		return 0, false
-	}
-	tag := h >> 32
-	mask := uint64(len(x.slots) - 1)
-	for p := h >> x.shift; ; p = (p + 1) & mask {
-		slot := x.slots[p]
-		if slot == 0 {
-			return 0, false
-		}
-		if slot>>32 == tag {
-			if i := uint32(slot) - 1; idOf(i) == id {
-				return i, true
-			}
-		}
-	}
-}
-
-// add records that the account of index i has ID id, of hash h, which
-// the index does not hold.
-func (x *acctIndex) add(h uint64, i uint32) {
-	x.put(h, i, x.n)
-	x.n++
-}
-
-// removeLast removes account i, of ID id, the last added (linked-chain
-// rollback).
-func (x *acctIndex) removeLast(id tb.Uint128, i uint32) {
-	x.remove(hashID(id), i)
-	x.n--
 }
 
 // xferArena stores transfer records by index, in timestamp order. User

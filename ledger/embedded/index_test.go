@@ -66,10 +66,11 @@ func TestIDSet(t *testing.T) {
 
 func toU128Pair(lo, hi uint64) tb.Uint128 { return u128.FromParts(lo, hi) }
 
-// TestAcctIndex checks the account index against the IDs it is given to
-// confirm a match with: among them two whose hashes have the same 32 bits,
-// which only the IDs tell apart.
-func TestAcctIndex(t *testing.T) {
+// TestTableWithoutIDs checks a table as the account index uses it, with no
+// IDs of its own, against the IDs it is given to confirm a match with:
+// among them two whose hashes have the same 32 bits, which only the IDs
+// tell apart.
+func TestTableWithoutIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var ids []tb.Uint128
 	seen := map[uint64]tb.Uint128{}
@@ -83,10 +84,10 @@ func TestAcctIndex(t *testing.T) {
 		seen[hashID(id)>>32] = id
 	}
 	idOf := func(i uint32) tb.Uint128 { return ids[i] }
-	var x acctIndex
+	var x table
 	add := func(id tb.Uint128) {
 		ids = append(ids, id)
-		x.add(hashID(id), uint32(len(ids)-1))
+		x.put(hashID(id), uint32(len(ids)-1))
 	}
 	add(twin[0])
 	for range 5000 {
@@ -104,7 +105,7 @@ func TestAcctIndex(t *testing.T) {
 	// Rollback removes the newest accounts.
 	for len(ids) > 1 {
 		last := uint32(len(ids) - 1)
-		x.removeLast(ids[last], last)
+		x.remove(hashID(ids[last]), last)
 		gone := ids[last]
 		ids = ids[:last]
 		if i, ok := x.find(gone, hashID(gone), idOf); ok {

@@ -899,7 +899,7 @@ func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 	s.accounts = acctArena{st: st, n: na, flushed: na, pages: make([]*[acctPage]acct, pages), used: make([]uint64, (pages+63)/64)}
 	// The IDs are held while the index is built, to find one stored twice.
 	ids := make([]tb.Uint128, 0, na)
-	s.accountIdx = acctIndex{}
+	s.accountIdx = table{}
 	s.accountIdx.reserve(na)
 	idOf := func(i uint32) tb.Uint128 { return ids[i] }
 	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyAcctIDs}, UpperBound: []byte{keyAcctIDs + 1}})
@@ -919,7 +919,7 @@ func (e *Engine) attach(st *store) (walTime uint64, found bool, err error) {
 			ids = append(ids, id)
 			h := hashID(id)
 			if _, dup := s.accountIdx.find(id, h, idOf); !dup {
-				s.accountIdx.add(h, uint32(len(ids)-1))
+				s.accountIdx.put(h, uint32(len(ids)-1))
 				distinct++
 			}
 		}
