@@ -67,7 +67,7 @@ func (r *refusal) Unavailable() bool { return true }
 // (a write-ahead log), and its store, the directory beside it named by
 // StorePath, a Pebble database that holds the state (accounts, transfers,
 // the indexes the queries need, pending transfers and their expiry; see
-// store.go). Memory holds an index from account ID to account (about 30
+// store.go). Memory holds an index from account ID to account (11 to 21
 // bytes a key), the pending transfers' expiry queues, what changed since
 // the last checkpoint and a cache of the rest, accounts included
 // (WithCacheSize): it grows with the keys, by little, not with the
@@ -103,12 +103,15 @@ func (r *refusal) Unavailable() bool { return true }
 // Once the journal holds 4 MiB of records, and at Close, a checkpoint
 // writes everything that changed since the last one to the store in one
 // atomic, fsynced batch, with the time of the last request it includes;
-// then the journal is cut back to its header. Open loads the store (the
-// account IDs and the expiry queues, not the accounts nor the transfers)
-// and replays only the journal's requests after that time: a start takes
-// time in proportion to the keys, not to the history. A crash between a
-// checkpoint and the cut leaves requests in the journal that the store
-// holds: Open skips them by their time. A journal written before stores
+// then the journal starts again after its header, its next records
+// written over the space the last ones took (an fsync of records written
+// within the file's space costs about half of one that grows the file,
+// which must make the file's new size durable too). Open loads the store
+// (the account IDs and the expiry queues, not the accounts nor the
+// transfers) and replays only the journal's requests after that time: a
+// start takes time in proportion to the keys, not to the history. A crash
+// between a checkpoint and the cut leaves requests in the journal that the
+// store holds: Open skips them by their time. A journal written before stores
 // (no store beside it) is applied to a new store on its first Open, once,
 // with checkpoints along the way so that memory stays bounded
 // (WithProgress reports how far).
@@ -118,7 +121,7 @@ func (r *refusal) Unavailable() bool { return true }
 // All integers are little-endian. The file starts with a 24-byte header:
 //
 //	 0  [16]byte  "tblimit journal\n"
-//	16  uint32    format version: 1 or 2
+//	16  uint32    format version: 1, 2 or 3
 //	20  uint32    CRC32C (Castagnoli) of bytes 0..20
 //
 // Version 1 is a journal that holds every create request since it was
@@ -133,9 +136,18 @@ func (r *refusal) Unavailable() bool { return true }
 // store is missing or holds no checkpoint, a store with a checkpoint
 // beside a missing or empty journal, and a version 1 journal beside a
 // store whose last request it does not hold (an older copy put back; a
-// conversion cut short holds it, and Open finishes it).
+// conversion cut short holds it, and Open finishes it). Version 3, which
+// this package writes at its first checkpoint (from version 1 or 2), is
+// version 2 whose space is written over after each checkpoint: every
+// record is written with a record header of zeros after it (the end
+// mark), which the next record overwrites, and what lies after the end
+// mark is what earlier records left, each stamped no later than the
+// store's checkpoint. A binary that reads versions 1 and 2 refuses it.
+// The space is given back (the file truncated to its header) at a
+// checkpoint that finds it more than twice the checkpoint interval, or
+// 4 MiB if more.
 //
-// followed by one record per create request, back to back:
+// The header is followed by one record per create request, back to back:
 //
 //	 0  uint32    magic 0x4a4c4254 ("TBLJ")
 //	 4  uint8     operation: 1 create_accounts, 2 create_transfers
@@ -154,8 +166,14 @@ func (r *refusal) Unavailable() bool { return true }
 // acknowledged. Open truncates it, keeps the intact prefix and reports it
 // (Recovered). A damaged record followed by an intact one is not a torn
 // write but corruption: Open refuses the file with an error wrapping
-// ErrCorrupt that names the file and the offset, and changes nothing. A
-// file that is not a journal is refused too, never overwritten. The store
+// ErrCorrupt that names the file and the offset, and changes nothing. In
+// a version 3 journal, the records end at the end mark, or at an intact
+// record stamped no later than the one before it (left by earlier
+// records, when a crash lost the end mark written after the last one); a
+// damaged record is a torn tail unless an intact record stamped after
+// every record before it, and after the store's checkpoint, follows it,
+// and the records' end is corruption if one follows it. A file that is
+// not a journal is refused too, never overwritten. The store
 // checks itself: Pebble checksums its log and its blocks, a checkpoint is
 // atomic, and a store whose records do not read back as written is refused
 // (ErrCorrupt at Open, ErrStore on a later read, after which the File
@@ -196,6 +214,7 @@ type File struct {
 	mu        sync.Mutex
 	f         *os.File
 	end       int64 // the offset just after the last record written
+	size      int64 // the file's size (at least end; see versionReused)
 	buf       []byte
 	failed    error
 	closed    bool
@@ -249,10 +268,19 @@ const (
 	// A binary from before stores reads it.
 	versionAlone = 1
 	// versionStored is the format version of a journal cut back after a
-	// checkpoint: its store holds the state up to the checkpoint. A binary
-	// from before stores, which reads version 1 only, refuses it rather
-	// than take the cut journal for the whole state.
+	// checkpoint, as the first binaries with a store wrote it: its store
+	// holds the state up to the checkpoint. A binary from before stores,
+	// which reads version 1 only, refuses it rather than take the cut
+	// journal for the whole state. This package reads it, and turns it to
+	// versionReused at its next checkpoint.
 	versionStored = 2
+	// versionReused is the format version of a journal that, after a
+	// checkpoint, writes its next records over the space its last ones
+	// took rather than cut it back: its records end at a zero record
+	// header or at the end of the file, and what follows them is what
+	// earlier records left (see Format). A binary that reads versions 1
+	// and 2 refuses it rather than take those leftovers for damage.
+	versionReused = 3
 
 	recordMagic      = 0x4a4c4254 // "TBLJ"
 	recordHeaderSize = 24
@@ -346,13 +374,13 @@ const (
 // that it held a checkpoint.
 func (j *File) openStore(cache int64) (found bool, err error) {
 	dir := StorePath(j.path)
-	if j.version == versionStored {
+	if j.version != versionAlone {
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and the state before them is in its store %s, which is missing; refusing to open the journal alone (put the store back beside it)",
 				ErrCorrupt, j.path, dir)
 		}
 	}
-	st, err := openStore(dir, cache, j.version == versionStored)
+	st, err := openStore(dir, cache, j.version != versionAlone)
 	if err != nil {
 		return false, err
 	}
@@ -361,7 +389,7 @@ func (j *File) openStore(cache int64) (found bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", dir, err)
 	}
-	if j.version == versionStored && !found {
+	if j.version != versionAlone && !found {
 		return false, fmt.Errorf("%w: %s holds only the requests since its last checkpoint, and its store %s holds no checkpoint; refusing to open them",
 			ErrCorrupt, j.path, dir)
 	}
@@ -383,26 +411,48 @@ func (j *File) checkpoint(cut bool) (err error) {
 	if !cut {
 		return nil
 	}
-	if j.version == versionAlone {
-		// The new version is durable before the journal loses a record:
-		// a binary that reads version 1 never sees a cut journal.
-		if _, err := j.f.WriteAt(fileHeader(versionStored), 0); err != nil {
+	if j.version != versionReused {
+		// The new version is durable before a record is lost or written
+		// over: a binary that reads version 1 never sees a cut journal,
+		// nor one that reads versions 1 and 2 the leftovers of records.
+		if _, err := j.f.WriteAt(fileHeader(versionReused), 0); err != nil {
 			return j.fail(err)
 		}
 		if err := j.f.Sync(); err != nil {
 			return j.fail(err)
 		}
-		j.version = versionStored
+		j.version = versionReused
 	}
-	if err := j.f.Truncate(fileHeaderSize); err != nil {
+	// The next records go over the space the last ones took, which the
+	// file already holds: an fsync then writes no metadata, and costs
+	// about half of one that grows the file (measured on this project's
+	// machines). A journal grown far past what a checkpoint leaves (a
+	// conversion, or a larger checkpoint interval before) gives its space
+	// back first.
+	if (j.size-fileHeaderSize)/2 > max(j.ckptBytes, reuseMin) {
+		if err := j.f.Truncate(fileHeaderSize); err != nil {
+			return j.fail(err)
+		}
+		j.size = fileHeaderSize
+	}
+	// No fsync: the records the end mark hides are in the store, stamped
+	// no later than its checkpoint, and Open skips them if the mark is
+	// lost; the next record's fsync makes both durable.
+	if _, err := j.f.WriteAt(endMark[:], fileHeaderSize); err != nil {
 		return j.fail(err)
 	}
-	if err := j.f.Sync(); err != nil {
-		return j.fail(err)
-	}
+	j.size = max(j.size, fileHeaderSize+recordHeaderSize)
 	j.end, j.synced, j.records = fileHeaderSize, fileHeaderSize, 0
 	return nil
 }
+
+// endMark ends the records of a version 3 journal: a record header of
+// zeros, written after every record (see Format).
+var endMark [recordHeaderSize]byte
+
+// reuseMin is the least space a journal keeps to write over after a
+// checkpoint, whatever its checkpoint interval: the largest record fits.
+const reuseMin = 2 << 20
 
 // maybeCheckpoint checkpoints once the journal has grown past
 // ckptBytes. A failure fails the File (see ErrJournalFailed), not the
@@ -435,7 +485,9 @@ func (j *File) guard(err *error) {
 	}
 }
 
-// Size returns the journal's length in bytes: what the next Open replays.
+// Size returns the length in bytes of the journal's header and records:
+// what the next Open replays. The file may be larger: space that earlier
+// records took, which the next ones write over.
 func (j *File) Size() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -552,7 +604,7 @@ func (j *File) load(cache int64) error {
 		return fmt.Errorf("embedded: read journal: %w", err)
 	}
 	if v, ok := headerVersion(head); ok {
-		j.version, j.end = v, fileHeaderSize
+		j.version, j.end, j.size = v, fileHeaderSize, size
 		if _, err := j.openStore(cache); err != nil {
 			return err
 		}
@@ -570,8 +622,8 @@ func (j *File) load(cache int64) error {
 	want := fileHeader(versionAlone)
 	if size > int64(len(rest)) || !bytes.HasPrefix(want, rest) && !allZero(rest) {
 		if size >= fileHeaderSize && bytes.Equal(head[:len(fileMagic)], want[:len(fileMagic)]) {
-			return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads versions %d and %d",
-				ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), versionAlone, versionStored)
+			return fmt.Errorf("%w: %s: unsupported header (format version %d, or a damaged header at offset 0); this program reads versions %d to %d",
+				ErrCorrupt, j.path, binary.LittleEndian.Uint32(head[16:]), versionAlone, versionReused)
 		}
 		return fmt.Errorf("%w: %s is not a tblimit journal (it does not start with %q); refusing to use it", ErrCorrupt, j.path, fileMagic[:len(fileMagic)-1])
 	}
@@ -593,7 +645,7 @@ func (j *File) load(cache int64) error {
 
 // headerVersion returns the format version of an intact journal header.
 func headerVersion(head []byte) (uint32, bool) {
-	for _, v := range []uint32{versionAlone, versionStored} {
+	for _, v := range []uint32{versionAlone, versionStored, versionReused} {
 		if bytes.Equal(head, fileHeader(v)) {
 			return v, true
 		}
@@ -631,7 +683,7 @@ func (j *File) create() error {
 			return fmt.Errorf("embedded: journal directory: %w", err)
 		}
 	}
-	j.end = fileHeaderSize
+	j.end, j.size = fileHeaderSize, fileHeaderSize
 	return nil
 }
 
@@ -668,23 +720,34 @@ func (j *File) replay(size int64) (err error) {
 	var payload []byte
 	var accounts []tb.Account
 	var transfers []tb.Transfer
+	// ours reports whether an intact record stamped at t may belong to
+	// the journal's records so far: in a version 3 journal, what earlier
+	// records left is stamped no later than the last record read, nor
+	// than the store's checkpoint (see Format).
+	ours := func(t uint64) bool { return j.version != versionReused || t > max(prev, walTime) }
 	for j.end < size {
 		off := j.end
 		if n, err := io.ReadFull(r, head[:]); err != nil {
-			return j.damaged(off, size, fmt.Sprintf("incomplete record header: %d of %d bytes", n, recordHeaderSize))
+			return j.damaged(off, size, fmt.Sprintf("incomplete record header: %d of %d bytes", n, recordHeaderSize), ours)
+		}
+		if j.version == versionReused && head == endMark {
+			return j.ended(off, size, "the end mark", ours)
 		}
 		rec, why := parseRecordHeader(head[:])
 		if why != "" {
-			return j.damaged(off, size, why)
+			return j.damaged(off, size, why, ours)
 		}
 		payload = slices.Grow(payload[:0], int(rec.length))[:rec.length]
 		if n, err := io.ReadFull(r, payload); err != nil {
-			return j.damaged(off, size, fmt.Sprintf("incomplete record: %d of %d payload bytes", n, rec.length))
+			return j.damaged(off, size, fmt.Sprintf("incomplete record: %d of %d payload bytes", n, rec.length), ours)
 		}
 		if recordCRC(head[:], payload) != rec.crc {
-			return j.damaged(off, size, "checksum mismatch")
+			return j.damaged(off, size, "checksum mismatch", ours)
 		}
 		if rec.time <= prev {
+			if j.version == versionReused {
+				return j.ended(off, size, fmt.Sprintf("a record stamped %d, left by earlier records", rec.time), ours)
+			}
 			return fmt.Errorf("%w: %s: record at offset %d is stamped %d, not after %d: the journal is out of order; refusing to open it",
 				ErrCorrupt, j.path, off, rec.time, prev)
 		}
@@ -785,10 +848,11 @@ func recordCRC(head, payload []byte) uint32 {
 	return crc32.Update(c, castagnoli, payload)
 }
 
-// damaged handles a bad record at off: if an intact record follows it, the
-// journal is corrupt; if not, the rest is a torn tail and is cut off.
-func (j *File) damaged(off, size int64, why string) error {
-	if next, ok, err := j.findRecord(off+1, size); err != nil {
+// damaged handles a bad record at off: if an intact record of the journal
+// (ours) follows it, the journal is corrupt; if not, the rest is a torn
+// tail and is cut off.
+func (j *File) damaged(off, size int64, why string, ours func(uint64) bool) error {
+	if next, ok, err := j.findRecord(off+1, size, ours); err != nil {
 		return err
 	} else if ok {
 		return fmt.Errorf("%w: %s: the record at offset %d is damaged (%s), yet an intact record follows at offset %d: "+
@@ -801,12 +865,29 @@ func (j *File) damaged(off, size int64, why string) error {
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("embedded: %s: cutting the torn tail at offset %d: %w", j.path, off, err)
 	}
+	j.size = off
 	j.recovered = &Recovery{Path: j.path, Offset: off, Dropped: size - off, Reason: why}
 	return nil
 }
 
-// findRecord looks for an intact record starting anywhere in [from, size).
-func (j *File) findRecord(from, size int64) (int64, bool, error) {
+// ended handles the end of a version 3 journal's records at off (the end
+// mark, or a record that earlier records left, what): it is corrupt if an
+// intact record of its own (ours) follows; if not, what follows is space
+// to write over, and is kept.
+func (j *File) ended(off, size int64, what string, ours func(uint64) bool) error {
+	if next, ok, err := j.findRecord(off+1, size, ours); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: %s: the journal's records end at offset %d (%s), yet an intact record stamped after them follows at offset %d: "+
+			"refusing to open the journal (restore it from a backup, or truncate it to %d bytes to keep only what precedes the end)",
+			ErrCorrupt, j.path, off, what, next, off)
+	}
+	return nil
+}
+
+// findRecord looks for an intact record starting anywhere in [from, size)
+// whose stamp ours accepts.
+func (j *File) findRecord(from, size int64, ours func(uint64) bool) (int64, bool, error) {
 	const window = 1 << 20
 	var magic [4]byte
 	binary.LittleEndian.PutUint32(magic[:], recordMagic)
@@ -839,7 +920,7 @@ func (j *File) findRecord(from, size int64) (int64, bool, error) {
 			if _, err := j.f.ReadAt(payload, at+recordHeaderSize); err != nil {
 				continue
 			}
-			if recordCRC(head[:], payload) == rec.crc {
+			if recordCRC(head[:], payload) == rec.crc && ours(rec.time) {
 				return at, true, nil
 			}
 		}
@@ -902,19 +983,25 @@ func (j *File) begin(n int) error {
 // refuses later writes. j.mu is held.
 func (j *File) append(op byte, t uint64, n int, encode func(payload []byte)) error {
 	size := recordHeaderSize + n*eventSize
-	j.buf = slices.Grow(j.buf[:0], size)[:size]
+	mark := 0
+	if j.version == versionReused {
+		mark = recordHeaderSize // the end mark goes with the record, in one write
+	}
+	j.buf = slices.Grow(j.buf[:0], size+mark)[:size+mark]
 	b := j.buf
 	binary.LittleEndian.PutUint32(b[0:], recordMagic)
 	b[4], b[5], b[6], b[7] = op, 0, 0, 0
 	binary.LittleEndian.PutUint64(b[8:], t)
 	binary.LittleEndian.PutUint32(b[16:], uint32(n*eventSize))
-	encode(b[recordHeaderSize:])
-	binary.LittleEndian.PutUint32(b[20:], recordCRC(b[:recordHeaderSize], b[recordHeaderSize:]))
+	encode(b[recordHeaderSize:size])
+	binary.LittleEndian.PutUint32(b[20:], recordCRC(b[:recordHeaderSize], b[recordHeaderSize:size]))
+	copy(b[size:], endMark[:])
 	if _, err := j.f.WriteAt(b, j.end); err != nil {
 		_ = j.f.Truncate(j.end) // best effort: Open cuts a torn tail anyway
 		return j.fail(err)
 	}
 	j.end += int64(size)
+	j.size = max(j.size, j.end+int64(mark))
 	j.records++
 	return nil
 }
