@@ -145,7 +145,10 @@ func (r *refusal) Unavailable() bool { return true }
 // store's checkpoint. A binary that reads versions 1 and 2 refuses it.
 // The space is given back (the file truncated to its header) at a
 // checkpoint that finds it more than twice the checkpoint interval, or
-// 4 MiB if more.
+// 4 MiB if more. A new journal (version 1) is made with the space of its
+// records until the first checkpoint (the checkpoint interval, at most
+// 64 MiB), zeros; in every version a record header of zeros (an end mark)
+// ends the records.
 //
 // The header is followed by one record per create request, back to back:
 //
@@ -166,8 +169,8 @@ func (r *refusal) Unavailable() bool { return true }
 // acknowledged. Open truncates it, keeps the intact prefix and reports it
 // (Recovered). A damaged record followed by an intact one is not a torn
 // write but corruption: Open refuses the file with an error wrapping
-// ErrCorrupt that names the file and the offset, and changes nothing. In
-// a version 3 journal, the records end at the end mark, or at an intact
+// ErrCorrupt that names the file and the offset, and changes nothing. The
+// records end at an end mark; in a version 3 journal also at an intact
 // record stamped no later than the one before it (left by earlier
 // records, when a crash lost the end mark written after the last one); a
 // damaged record is a torn tail unless an intact record stamped after
@@ -684,8 +687,28 @@ func (j *File) create() error {
 		}
 	}
 	j.end, j.size = fileHeaderSize, fileHeaderSize
+	if j.keep {
+		return nil
+	}
+	// The space of the records until the first checkpoint, written now,
+	// so that their fsyncs do not grow the file either. Zeros: each
+	// record header of it is an end mark.
+	zeros := make([]byte, 1<<20)
+	for j.size < fileHeaderSize+min(j.ckptBytes, maxSpace) {
+		n := min(int64(len(zeros)), fileHeaderSize+min(j.ckptBytes, maxSpace)-j.size)
+		if _, err := j.f.WriteAt(zeros[:n], j.size); err != nil {
+			return fmt.Errorf("embedded: journal: %w", err)
+		}
+		j.size += n
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("embedded: journal: %w", err)
+	}
 	return nil
 }
+
+// maxSpace bounds the space a new journal is given (see create).
+const maxSpace = 64 << 20
 
 func fileHeader(version uint32) []byte {
 	h := make([]byte, fileHeaderSize)
@@ -730,7 +753,7 @@ func (j *File) replay(size int64) (err error) {
 		if n, err := io.ReadFull(r, head[:]); err != nil {
 			return j.damaged(off, size, fmt.Sprintf("incomplete record header: %d of %d bytes", n, recordHeaderSize), ours)
 		}
-		if j.version == versionReused && head == endMark {
+		if head == endMark {
 			return j.ended(off, size, "the end mark", ours)
 		}
 		rec, why := parseRecordHeader(head[:])
@@ -870,10 +893,10 @@ func (j *File) damaged(off, size int64, why string, ours func(uint64) bool) erro
 	return nil
 }
 
-// ended handles the end of a version 3 journal's records at off (the end
-// mark, or a record that earlier records left, what): it is corrupt if an
-// intact record of its own (ours) follows; if not, what follows is space
-// to write over, and is kept.
+// ended handles the end of a journal's records at off (the end mark, or,
+// in version 3, a record that earlier records left; what): it is corrupt
+// if an intact record of its own (ours) follows; if not, what follows is
+// space to write over, and is kept.
 func (j *File) ended(off, size int64, what string, ours func(uint64) bool) error {
 	if next, ok, err := j.findRecord(off+1, size, ours); err != nil {
 		return err

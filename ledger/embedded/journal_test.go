@@ -543,9 +543,13 @@ func TestJournalLayoutIsTigerBeetles(t *testing.T) {
 		t.Fatal(err)
 	}
 	const header, record = 24, 24 + 128
-	if len(data) != header+2*record {
-		t.Fatalf("journal is %d bytes, want %d", len(data), header+2*record)
+	if j.Size() != header+2*record || int64(len(data)) < j.Size() {
+		t.Fatalf("journal's records end at %d in a file of %d bytes, want at %d", j.Size(), len(data), header+2*record)
 	}
+	if rest := data[j.Size():]; !bytes.Equal(rest, make([]byte, len(rest))) {
+		t.Errorf("the file's space after the records is not zeros (end marks)")
+	}
+	data = data[:j.Size()]
 	if got, want := data[header+24:header+record], (*[128]byte)(unsafe.Pointer(&a))[:]; !bytes.Equal(got, want) {
 		t.Errorf("account payload\n got %s\nwant %s", hex.EncodeToString(got), hex.EncodeToString(want))
 	}

@@ -423,3 +423,48 @@ func TestJournalWritesOverItsSpace(t *testing.T) {
 		t.Fatalf("LookupTransfers = %d of %d, %v", len(ts), len(ids), err)
 	}
 }
+
+// TestJournalStartsWithItsSpace checks that a new journal is made with the
+// space of its records until the first checkpoint, zeros, and that a crash
+// before that checkpoint leaves a journal whose records end at the first
+// zeros, with nothing to report.
+func TestJournalStartsWithItsSpace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal")
+	clock := embedded.NewManualClock(time.Unix(1_700_000_000, 0))
+	j, err := embedded.Open(path, embedded.WithClock(clock), embedded.WithCheckpointBytes(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if st, err := os.Stat(path); err != nil || st.Size() != 24+64<<10 {
+		t.Fatalf("a new journal with a checkpoint every 64 KiB is %d bytes (%v), want 24+64 KiB", st.Size(), err)
+	}
+	if _, err := j.CreateAccounts([]tb.Account{{ID: tb.ToUint128(1), Ledger: 7, Code: 1}, {ID: tb.ToUint128(2), Ledger: 7, Code: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []tb.Uint128{tb.ToUint128(100), tb.ToUint128(101), tb.ToUint128(102)}
+	for _, id := range ids {
+		clock.Advance(time.Second)
+		if _, err := j.CreateTransfers([]tb.Transfer{{ID: id, DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(2), Amount: tb.ToUint128(1), Ledger: 7, Code: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The journal as a crash leaves it (its store holds no checkpoint yet).
+	crashed := filepath.Join(dir, "crashed")
+	copyFile(t, path, crashed)
+	records := j.Size()
+	j2 := journalOpen(t, crashed, clock)
+	if r := j2.Recovered(); r != nil {
+		t.Fatalf("Recovered() = %v, want none: the zeros after the records are the journal's space", r)
+	}
+	if n, _ := j2.Loaded(); n != records {
+		t.Errorf("read %d bytes of records, want %d", n, records)
+	}
+	if ts, err := j2.LookupTransfers(ids); err != nil || len(ts) != len(ids) {
+		t.Fatalf("LookupTransfers = %d of %d, %v", len(ts), len(ids), err)
+	}
+	if st, err := os.Stat(crashed); err != nil || st.Size() != 24+64<<10 {
+		t.Errorf("the journal is %d bytes after Open (%v), want its space kept, 24+64 KiB", st.Size(), err)
+	}
+}

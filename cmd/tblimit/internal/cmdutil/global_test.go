@@ -32,9 +32,10 @@ func prepared(t *testing.T, args ...string) (*GlobalOptions, error) {
 	return &g, g.Prepare(cmd)
 }
 
-// The journal a data file keeps between two checkpoints is --checkpoint:
-// with one byte, a request is checkpointed into the store as soon as it is
-// written, and the journal is cut back; with the default, it stays.
+// The journal a data file keeps between two checkpoints is --checkpoint,
+// and a new journal is given that much space: with one byte, the journal
+// holds one request, checkpointed into the store as soon as it is written;
+// with the default, 4 MiB.
 func TestCheckpointFlagReachesTheEngine(t *testing.T) {
 	journal := func(args ...string) int64 {
 		t.Helper()
@@ -60,7 +61,7 @@ func TestCheckpointFlagReachesTheEngine(t *testing.T) {
 	}
 	cut, kept := journal("--checkpoint", "1B"), journal()
 	if cut >= kept {
-		t.Errorf("journal after a request: %d bytes with --checkpoint 1B, %d with the default; want fewer (cut back at the checkpoint)", cut, kept)
+		t.Errorf("journal after a request: %d bytes with --checkpoint 1B, %d with the default; want fewer (the space of one request)", cut, kept)
 	}
 }
 
