@@ -875,12 +875,8 @@ func recordCRC(head, payload []byte) uint32 {
 // (ours) follows it, the journal is corrupt; if not, the rest is a torn
 // tail and is cut off.
 func (j *File) damaged(off, size int64, why string, ours func(uint64) bool) error {
-	if next, ok, err := j.findRecord(off+1, size, ours); err != nil {
+	if err := j.nothingAfter(off, size, fmt.Sprintf("the record at offset %d is damaged (%s)", off, why), ours); err != nil {
 		return err
-	} else if ok {
-		return fmt.Errorf("%w: %s: the record at offset %d is damaged (%s), yet an intact record follows at offset %d: "+
-			"this is not a torn write; refusing to open the journal (restore it from a backup, or truncate it to %d bytes to keep only what precedes the damage)",
-			ErrCorrupt, j.path, off, why, next, off)
 	}
 	if err := j.f.Truncate(off); err != nil {
 		return fmt.Errorf("embedded: %s: cutting the torn tail at offset %d: %w", j.path, off, err)
@@ -898,14 +894,20 @@ func (j *File) damaged(off, size int64, why string, ours func(uint64) bool) erro
 // if an intact record of its own (ours) follows; if not, what follows is
 // space to write over, and is kept.
 func (j *File) ended(off, size int64, what string, ours func(uint64) bool) error {
-	if next, ok, err := j.findRecord(off+1, size, ours); err != nil {
+	return j.nothingAfter(off, size, fmt.Sprintf("the journal's records end at offset %d (%s)", off, what), ours)
+}
+
+// nothingAfter refuses the journal, whose records stop at off (as stop
+// says), if an intact record of its own (ours) follows: that is not a
+// torn write but damage.
+func (j *File) nothingAfter(off, size int64, stop string, ours func(uint64) bool) error {
+	next, ok, err := j.findRecord(off+1, size, ours)
+	if err != nil || !ok {
 		return err
-	} else if ok {
-		return fmt.Errorf("%w: %s: the journal's records end at offset %d (%s), yet an intact record stamped after them follows at offset %d: "+
-			"refusing to open the journal (restore it from a backup, or truncate it to %d bytes to keep only what precedes the end)",
-			ErrCorrupt, j.path, off, what, next, off)
 	}
-	return nil
+	return fmt.Errorf("%w: %s: %s, yet an intact record follows at offset %d: "+
+		"this is not a torn write; refusing to open the journal (restore it from a backup, or truncate it to %d bytes to keep only what precedes offset %d)",
+		ErrCorrupt, j.path, stop, next, off, off)
 }
 
 // findRecord looks for an intact record starting anywhere in [from, size)
