@@ -23,15 +23,16 @@ import (
 // transfers, expiries, checkpoints and balances) hold in memory only what
 // changed since the last checkpoint and a bounded cache of the rest, and
 // read the rest back from the store when used. What stays in memory is
-// what finding a key needs, the index from account ID to account (about
-// 30 bytes a key), and what is hot: the pending transfers' expiry queues
+// what finding a key needs, the index from account ID to account (11 to
+// 21 bytes a key), and what is hot: the pending transfers' expiry queues
 // and the counters.
 //
 // A checkpoint writes, in one atomic and synced Pebble batch, everything
 // that changed since the previous one, and the cluster time of the last
 // request it includes: the File's journal, which every request is written
-// to and fsynced in first, then holds only the requests after it and is
-// cut back to its header. Open loads the account IDs and the queues, and
+// to and fsynced in first, then holds only the requests after it: its
+// records start again after its header, written over the space the last
+// ones took (see File). Open loads the account IDs and the queues, and
 // applies the journal's requests that came after the checkpoint.
 //
 // Keys (all integers big-endian, so that keys sort as the numbers do):

@@ -596,9 +596,20 @@ func TestDataFileDamage(t *testing.T) {
 	e := newEnv(t)
 	e.ok("resources", "create", "api", "--kind", "requests", "--ledger", "1", "--window", "1m", "--limit", "10", "--lazy")
 	e.ok("acquire", "api", "alice")
+	// Every command checkpoints its requests into the store when it ends:
+	// the journal's records start again after its header, where an end
+	// mark (24 zero bytes) stands, what follows being space to write over.
+	records := func(data []byte) {
+		t.Helper()
+		if len(data) < 48 || !bytes.Equal(data[24:48], make([]byte, 24)) {
+			t.Fatalf("the journal after a command: %d bytes, want its records to end at its 24-byte header", len(data))
+		}
+	}
 	good := e.dataBytes()
+	records(good)
 
-	torn := append(bytes.Clone(good), []byte("TBLJ\x02\x00\x00\x00partial")...)
+	torn := bytes.Clone(good)
+	copy(torn[24:], "TBLJ\x02\x00\x00\x00partial") // the next record, cut short
 	if err := os.WriteFile(e.data, torn, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -612,15 +623,13 @@ func TestDataFileDamage(t *testing.T) {
 		t.Fatalf("after recovery: %+v, want both acquires kept", u)
 	}
 
-	// Every command checkpoints its requests into the store when it ends,
-	// leaving the journal its header: damage needs two records, the first
-	// damaged, the second intact.
+	// Damage needs two records after the checkpoint, the first damaged,
+	// the second intact.
 	bad := e.dataBytes()
-	if len(bad) != 24 {
-		t.Fatalf("the journal after a command is %d bytes, want its 24-byte header", len(bad))
-	}
-	bad = append(bad, journalRecord(1)...)
-	bad = append(bad, journalRecord(2)...)
+	records(bad)
+	later := uint64(time.Now().Add(time.Hour).UnixNano())
+	bad = append(bad[:24:24], journalRecord(later)...)
+	bad = append(bad, journalRecord(later+1)...)
 	bad[24+30] ^= 0xff // inside the first record
 	if err := os.WriteFile(e.data, bad, 0o600); err != nil {
 		t.Fatal(err)
