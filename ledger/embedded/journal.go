@@ -401,8 +401,9 @@ func (j *File) openStore(cache int64) (found bool, err error) {
 }
 
 // checkpoint writes what changed since the last checkpoint to the store;
-// with cut, the journal, all of whose records the store then holds, is
-// cut back to its header. j.syncMu and j.mu are held.
+// with cut, the journal, all of whose records the store then holds,
+// starts again after its header, over the same space. j.syncMu and j.mu
+// are held.
 func (j *File) checkpoint(cut bool) (err error) {
 	if j.failed != nil {
 		return j.failed
