@@ -694,9 +694,10 @@ func (j *File) create() error {
 	// The space of the records until the first checkpoint, written now,
 	// so that their fsyncs do not grow the file either. Zeros: each
 	// record header of it is an end mark.
-	zeros := make([]byte, 1<<20)
-	for j.size < fileHeaderSize+min(j.ckptBytes, maxSpace) {
-		n := min(int64(len(zeros)), fileHeaderSize+min(j.ckptBytes, maxSpace)-j.size)
+	space := fileHeaderSize + min(j.ckptBytes, maxSpace)
+	zeros := make([]byte, min(space-j.size, 1<<20))
+	for j.size < space {
+		n := min(int64(len(zeros)), space-j.size)
 		if _, err := j.f.WriteAt(zeros[:n], j.size); err != nil {
 			return fmt.Errorf("embedded: journal: %w", err)
 		}

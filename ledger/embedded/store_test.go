@@ -348,17 +348,7 @@ func TestJournalRecordsEndBeforeLeftovers(t *testing.T) {
 			}
 			// The journal goes on over its space, and opens clean next time.
 			clock.Set(clock0.Add(2 * time.Hour))
-			if _, err := j.CreateTransfers([]tb.Transfer{{ID: tb.ToUint128(999), DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(2), Amount: tb.ToUint128(1), Ledger: 7, Code: 1}}); err != nil {
-				t.Fatal(err)
-			}
-			j.Close()
-			j2 := journalOpen(t, path, clock)
-			if r := j2.Recovered(); r != nil {
-				t.Fatalf("second Open recovered %v, want an intact journal", r)
-			}
-			if ts, _ := j2.LookupTransfers(append(slices.Clone(ids[:c.transfers]), tb.ToUint128(999))); len(ts) != c.transfers+1 {
-				t.Fatalf("after a second Open, %d of the %d transfers", len(ts), c.transfers+1)
-			}
+			journalGoesOn(t, j, path, clock, ids[:c.transfers])
 		})
 	}
 }
@@ -383,9 +373,7 @@ func TestJournalWritesOverItsSpace(t *testing.T) {
 		clock.Advance(time.Millisecond)
 		id := tb.ToUint128(uint64(100 + i))
 		ids = append(ids, id)
-		if _, err := j.CreateTransfers([]tb.Transfer{{ID: id, DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(2), Amount: tb.ToUint128(1), Ledger: 7, Code: 1}}); err != nil {
-			t.Fatal(err)
-		}
+		journalTransfer(t, j, id)
 		written += 24 + 128
 		st, err := os.Stat(path)
 		if err != nil {
@@ -446,9 +434,7 @@ func TestJournalStartsWithItsSpace(t *testing.T) {
 	ids := []tb.Uint128{tb.ToUint128(100), tb.ToUint128(101), tb.ToUint128(102)}
 	for _, id := range ids {
 		clock.Advance(time.Second)
-		if _, err := j.CreateTransfers([]tb.Transfer{{ID: id, DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(2), Amount: tb.ToUint128(1), Ledger: 7, Code: 1}}); err != nil {
-			t.Fatal(err)
-		}
+		journalTransfer(t, j, id)
 	}
 	// The journal as a crash leaves it (its store holds no checkpoint yet).
 	crashed := filepath.Join(dir, "crashed")
