@@ -45,6 +45,10 @@ type GlobalOptions struct {
 // EnvFlags are the global flags that TBLIMIT_<FLAG> environment variables set.
 var EnvFlags = []string{"addresses", "cluster-id", "data", "output", "timeout", "max-memory", "cache", "checkpoint", "server", "token-file", "server-ca", "server-tls"}
 
+// engineFlags are the global flags that set the embedded engine, which
+// --addresses and --server have none of.
+var engineFlags = []string{"max-memory", "cache", "checkpoint"}
+
 // EnvName returns the environment variable of a flag: TBLIMIT_CLUSTER_ID for cluster-id.
 func EnvName(flag string) string {
 	return "TBLIMIT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
@@ -96,7 +100,7 @@ func (g *GlobalOptions) Prepare(cmd *cobra.Command) error {
 			return Usagef("--addresses %q: an address is empty", strings.Join(g.Addresses, ","))
 		}
 	}
-	for _, name := range []string{"max-memory", "cache", "checkpoint"} {
+	for _, name := range engineFlags {
 		if len(g.Addresses) > 0 && cmd.Root().PersistentFlags().Changed(name) {
 			return Usagef("--%s is the embedded engine's: with --addresses, there is none (give one or the other)", name)
 		}
@@ -145,7 +149,7 @@ func (g *GlobalOptions) checkServer(cmd *cobra.Command, given map[string]bool) e
 		g.clearServer()
 		return nil
 	}
-	for _, name := range []string{"addresses", "data", "max-memory", "cache", "checkpoint"} {
+	for _, name := range append([]string{"addresses", "data"}, engineFlags...) {
 		switch {
 		case g.Server == "" || !fs.Changed(name):
 		case given["server"] && !given[name]:
