@@ -16,15 +16,17 @@ import (
 	"github.com/tblimit/tblimit/ledger/embedded"
 )
 
-// The embedded engine keeps its accounts, their balances and its pending
-// transfers in memory, the rest in a store on disk with a bounded cache
-// (--cache): its memory grows with its live keys, not with its decisions.
+// The embedded engine keeps in memory an index of its account IDs and its
+// pending transfers' expiry, the rest in a store on disk with a bounded
+// cache (--cache); a Client keeps the users it decided for lately
+// (--user-cache): its memory grows with its keys, not with its decisions.
 // A process that holds it says so before its memory hurts (see
 // engineGuard), with what to do instead.
 
 // useCluster is what to do about an embedded engine that outgrew its
 // process.
-const useCluster = "the embedded engine keeps every account and pending transfer in memory; " +
+const useCluster = "the embedded engine keeps every account's ID and every pending transfer's expiry in memory, " +
+	"besides its --cache (and, in serve, the users of --user-cache); " +
 	"for more keys than that, use a TigerBeetle cluster (tblimit tigerbeetle up, then --addresses; docs/operations.md)"
 
 // engineGuard watches an embedded engine's process: its live heap against
