@@ -81,7 +81,8 @@ type ServerOptions struct {
 // kept goroutines cost little (idle, their stacks shrink).
 const streamWorkers = 256
 
-// NewServer returns a server of svc.
+// NewServer returns a server of svc. Its gRPC server keeps its goroutines
+// (streamWorkers) from the start: Shutdown releases them, served or not.
 func NewServer(svc *Service, o ServerOptions) (*Server, error) {
 	reg := o.Registry
 	if reg == nil {
