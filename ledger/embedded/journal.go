@@ -329,7 +329,7 @@ func Open(path string, opts ...Option) (*File, error) {
 		clock:     clock,
 		real:      real,
 		f:         f,
-		ckptBytes: cmp.Or(real.ckptBytes, checkpointBytes),
+		ckptBytes: max(cmp.Or(real.ckptBytes, checkpointBytes), 1), // below 1: after every request, as 1
 		progress:  real.progress,
 		keep:      real.noCheckpoints,
 	}

@@ -454,3 +454,25 @@ func TestJournalStartsWithItsSpace(t *testing.T) {
 		t.Errorf("the journal is %d bytes after Open (%v), want its space kept, 24+64 KiB", st.Size(), err)
 	}
 }
+
+// TestJournalCheckpointBytesBelowOne checks that a checkpoint interval
+// below one byte opens a journal (of one byte of space) that checkpoints
+// every request, as one byte does.
+func TestJournalCheckpointBytesBelowOne(t *testing.T) {
+	for _, n := range []int64{1, -1} {
+		path := filepath.Join(t.TempDir(), "journal")
+		clock := embedded.NewManualClock(time.Unix(1_700_000_000, 0))
+		j, err := embedded.Open(path, embedded.WithClock(clock), embedded.WithCheckpointBytes(n))
+		if err != nil {
+			t.Fatalf("WithCheckpointBytes(%d): %v", n, err)
+		}
+		if _, err := j.CreateAccounts([]tb.Account{{ID: tb.ToUint128(1), Ledger: 7, Code: 1}, {ID: tb.ToUint128(2), Ledger: 7, Code: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		journalTransfer(t, j, tb.ToUint128(100))
+		if got := j.Size(); got != 24 {
+			t.Errorf("WithCheckpointBytes(%d): the journal's records end at %d after a request, want 24 (checkpointed)", n, got)
+		}
+		j.Close()
+	}
+}
