@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -73,6 +74,8 @@ type store struct {
 	lastID              tb.Uint128
 	lastIdx             uint32
 	lastFound, lastFail bool
+
+	known storedIDs
 }
 
 // cached is a chunk in the cache, in order of arrival.
@@ -166,12 +169,17 @@ func openStore(dir string, cacheBytes int64, mustExist bool) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, dir, err)
 	}
-	return &store{
+	st := &store{
 		db:      db,
 		budget:  cacheBytes / 4,
 		inCache: map[cached]bool{},
 		loaded:  map[uint32][listKinds]uint32{},
-	}, nil
+	}
+	if err := st.known.load(db, time.Now()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, dir, err)
+	}
+	return st, nil
 }
 
 func (st *store) close() error { return st.db.Close() }
@@ -224,6 +232,9 @@ func (st *store) get(key []byte) []byte {
 // findID looks up an ID stored before the last checkpoint: among the
 // transfers' IDs, or with failed, among the IDs that failed for good.
 func (st *store) findID(id tb.Uint128, failed bool) (uint32, bool) {
+	if !st.known.mayHold(id) {
+		return 0, false
+	}
 	if id != st.lastID || id == tbZero {
 		v := st.get(idKey(keyID, id))
 		st.lastID, st.lastIdx, st.lastFound, st.lastFail = id, 0, len(v) >= 4, v != nil && len(v) < 4
@@ -532,6 +543,7 @@ func (l *acctArena) flushIDs(b *pebble.Batch) {
 // ID sets.
 
 func (s *ids) flush(b *pebble.Batch) func() {
+	cutoff := idTimeAt(time.Now())
 	for k := range s.n {
 		if s.failed {
 			b.Set(idKey(keyID, s.key(k)), nil, nil)
@@ -540,6 +552,10 @@ func (s *ids) flush(b *pebble.Batch) func() {
 		}
 	}
 	return func() {
+		for k := range s.n {
+			s.st.known.add(s.key(k), cutoff)
+		}
+		s.st.known.settle(cutoff)
 		s.base += s.n
 		s.idSet = idSet{}
 		s.st.lastID = tbZero // what it said of an ID may be out of date

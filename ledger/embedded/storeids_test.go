@@ -11,6 +11,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
+
+	"github.com/tblimit/tblimit/internal/u128"
 )
 
 // TestStoreRefusesAnAccountIDTwice opens a store whose block of account
@@ -65,5 +67,113 @@ func TestStoreRefusesAnAccountIDTwice(t *testing.T) {
 	}
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 account IDs (2 distinct)") {
 		t.Fatalf("Open of a store with an account ID twice = %v, want ErrCorrupt naming 3 IDs, 2 distinct", err)
+	}
+}
+
+// TestStoreKnowsNewIDs: a File's store tells a new time-based ID without
+// a read, and still finds every ID it holds, whatever its time (now, an
+// hour ahead of the clock, beyond its horizon, none), from its memory of
+// them and, once opened again, from what it reads on open.
+func TestStoreKnowsNewIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data")
+	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	open := func() *File {
+		f, err := Open(path, WithClock(clock), WithCheckpointBytes(1)) // every request checkpointed: its IDs in the store
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := open()
+	if res, err := f.CreateAccounts([]tb.Account{
+		{ID: tb.ToUint128(1), Ledger: 7, Code: 1},
+		{ID: tb.ToUint128(2), Ledger: 7, Code: 1},
+		{ID: tb.ToUint128(3), Ledger: 7, Code: 1, Flags: tb.AccountFlags{DebitsMustNotExceedCredits: true}.ToUint16()},
+	}); err != nil || len(res) != 3 || res[2].Status != tb.AccountCreated {
+		t.Fatalf("CreateAccounts = %v, %v", res, err)
+	}
+	now := uint64(time.Now().UnixMilli())
+	timed := func(ms uint64, lo uint64) tb.Uint128 { return u128.FromParts(lo, ms<<16|0x1234) }
+	ids := map[string]tb.Uint128{
+		"time-based, now":       timed(now, 1),
+		"an hour ahead":         timed(now+uint64(time.Hour.Milliseconds()), 2),
+		"beyond the horizon":    u128.FromParts(3, ^uint64(0)),
+		"of no time":            tb.ToUint128(100),
+		"failed, time-based":    timed(now, 4),
+		"failed, an hour ahead": timed(now+uint64(time.Hour.Milliseconds()), 5),
+	}
+	transfer := func(name string) tb.Transfer {
+		x := tb.Transfer{ID: ids[name], DebitAccountID: tb.ToUint128(1), CreditAccountID: tb.ToUint128(2), Amount: tb.ToUint128(1), Ledger: 7, Code: 1}
+		if strings.HasPrefix(name, "failed") {
+			x.DebitAccountID = tb.ToUint128(3) // no credits: exceeds_credits, which an ID fails for good with
+		}
+		return x
+	}
+	want := func(name string, again bool) tb.CreateTransferStatus {
+		switch {
+		case strings.HasPrefix(name, "failed") && again:
+			return tb.TransferIDAlreadyFailed
+		case strings.HasPrefix(name, "failed"):
+			return tb.TransferExceedsCredits
+		case again:
+			return tb.TransferExists
+		}
+		return tb.TransferCreated
+	}
+	create := func(f *File, name string, again bool) {
+		t.Helper()
+		res, err := f.CreateTransfers([]tb.Transfer{transfer(name)})
+		if err != nil || len(res) != 1 || res[0].Status != want(name, again) {
+			t.Fatalf("CreateTransfers(%s) = %v, %v; want %v", name, res, err, want(name, again))
+		}
+	}
+	for name := range ids {
+		create(f, name, false)
+	}
+	check := func(f *File, when string) {
+		t.Helper()
+		for name, id := range ids {
+			if !f.st.known.mayHold(id) {
+				t.Errorf("%s: the store says it does not hold the ID %s", when, name)
+			}
+			create(f, name, true)
+		}
+		if next := timed(uint64(time.Now().UnixMilli()), 99); f.st.known.mayHold(next) {
+			t.Errorf("%s: a new time-based ID is read from the store", when)
+		}
+	}
+	check(f, "after the checkpoints")
+	f.Close()
+	f = open()
+	defer f.Close()
+	check(f, "opened again")
+}
+
+// TestStoredIDsSettle: an ID stored ahead of the clock is known until the
+// clock passes it, and then still known, from below, where it moved.
+func TestStoredIDsSettle(t *testing.T) {
+	k := storedIDs{ahead: map[tb.Uint128]struct{}{}, soonest: ^uint64(0), horizon: 10_000}
+	at := func(ms, lo uint64) tb.Uint128 { return u128.FromParts(lo, ms<<16) }
+	k.add(at(100, 1), 150)
+	k.add(at(200, 1), 150) // ahead
+	k.add(at(20_000, 1), 150)
+	for _, c := range []struct {
+		id   tb.Uint128
+		want bool
+	}{{at(100, 1), true}, {at(50, 1), true}, {at(120, 1), false}, {at(200, 1), true}, {at(200, 2), false}, {at(20_000, 2), true}} {
+		if got := k.mayHold(c.id); got != c.want {
+			t.Errorf("before settling: mayHold(%v) = %v, want %v", c.id, got, c.want)
+		}
+	}
+	k.settle(150) // nothing passed
+	if len(k.ahead) != 1 {
+		t.Fatalf("settle(150) left %d IDs ahead, want 1", len(k.ahead))
+	}
+	k.settle(250)
+	if len(k.ahead) != 0 || k.below != at(200, 1) || k.soonest != ^uint64(0) {
+		t.Fatalf("settle(250): %d IDs ahead, below %v, want none and %v", len(k.ahead), k.below, at(200, 1))
+	}
+	if !k.mayHold(at(200, 1)) || k.mayHold(at(210, 0)) {
+		t.Error("after settling: the ID settled is not known, or a new one is")
 	}
 }
