@@ -25,8 +25,9 @@ import (
 // changed since the last checkpoint and a bounded cache of the rest, and
 // read the rest back from the store when used. What stays in memory is
 // what finding a key needs, the index from account ID to account (11 to
-// 21 bytes a key), and what is hot: the pending transfers' expiry queues
-// and the counters.
+// 21 bytes a key) and what tells most new transfer IDs from stored ones
+// without a read (storedIDs), and what is hot: the pending transfers'
+// expiry queues and the counters.
 //
 // A checkpoint writes, in one atomic and synced Pebble batch, everything
 // that changed since the previous one, and the cluster time of the last
