@@ -204,6 +204,15 @@ func idKey(space byte, id tb.Uint128) []byte {
 	return k
 }
 
+// idOfKey is the ID of a key made by idKey.
+func idOfKey(key []byte) tb.Uint128 {
+	var id tb.Uint128
+	for i := range id {
+		id[i] = key[16-i]
+	}
+	return id
+}
+
 func listKey(ai uint32, kind int, start uint32) []byte {
 	k := make([]byte, 10)
 	k[0] = keyList

@@ -61,33 +61,18 @@ func (k *storedIDs) load(db *pebble.DB, now time.Time) error {
 	k.ahead, k.soonest = map[tb.Uint128]struct{}{}, ^uint64(0)
 	// The greatest ID of a time up to the cutoff, then those beyond it up
 	// to the horizon.
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyID}, UpperBound: idKey(keyID, idOfTime(cutoff+1))})
+	beyond := idKey(keyID, idOfTime(cutoff+1))
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyID}, UpperBound: idKey(keyID, idOfTime(k.horizon+1))})
 	if err != nil {
 		return err
 	}
-	if it.Last() {
+	if it.SeekLT(beyond) {
 		k.below = idOfKey(it.Key())
 	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	it, err = db.NewIter(&pebble.IterOptions{LowerBound: idKey(keyID, idOfTime(cutoff+1)), UpperBound: idKey(keyID, idOfTime(k.horizon+1))})
-	if err != nil {
-		return err
-	}
-	for it.First(); it.Valid(); it.Next() {
+	for it.SeekGE(beyond); it.Valid(); it.Next() {
 		k.add(idOfKey(it.Key()), cutoff)
 	}
 	return it.Close()
-}
-
-// idOfKey is the ID of a key made by idKey.
-func idOfKey(key []byte) tb.Uint128 {
-	var id tb.Uint128
-	for i := range id {
-		id[i] = key[16-i]
-	}
-	return id
 }
 
 // add notes that id is stored, with cutoff.
