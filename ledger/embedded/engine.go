@@ -72,10 +72,11 @@ func WithCacheSize(bytes int64) Option {
 // WithCheckpointBytes sets how much journal a File opened with Open
 // writes between two checkpoints of its store: what a start after a crash
 // replays at most, and the space a new journal is made with (at most
-// 64 MiB). The default (n = 0) is 4 MiB; smaller costs more fsyncs,
+// 64 MiB). The default (n = 0) is 3 MiB; smaller costs more fsyncs,
 // larger more memory (what changed since the last checkpoint stays in
-// memory); below 1, every request is checkpointed, as with 1. New ignores
-// it.
+// memory, and from about 4 MiB the batch that writes it stays on the
+// heap until Pebble flushes it); below 1, every request is checkpointed,
+// as with 1. New ignores it.
 func WithCheckpointBytes(n int64) Option {
 	return func(e *Engine) { e.ckptBytes = n }
 }

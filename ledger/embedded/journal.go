@@ -100,7 +100,7 @@ func (r *refusal) Unavailable() bool { return true }
 //
 // # Checkpoints
 //
-// Once the journal holds 4 MiB of records, and at Close, a checkpoint
+// Once the journal holds 3 MiB of records, and at Close, a checkpoint
 // writes everything that changed since the last one to the store in one
 // atomic, fsynced batch, with the time of the last request it includes;
 // then the journal starts again after its header, its next records
@@ -366,8 +366,10 @@ func StorePath(path string) string { return path + ".store" }
 
 const (
 	// checkpointBytes is how much journal a File writes between two
-	// checkpoints of its store: what a start after a crash replays.
-	checkpointBytes = 4 << 20
+	// checkpoints of its store: what a start after a crash replays. Its
+	// checkpoint's batch must fit in Pebble's memtable (see
+	// store.checkpointBatch).
+	checkpointBytes = 3 << 20
 	// defaultCacheSize is the default of WithCacheSize.
 	defaultCacheSize = 64 << 20
 )
