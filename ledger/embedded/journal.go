@@ -366,9 +366,9 @@ func StorePath(path string) string { return path + ".store" }
 
 const (
 	// checkpointBytes is how much journal a File writes between two
-	// checkpoints of its store: what a start after a crash replays. Its
-	// checkpoint's batch must fit in Pebble's memtable (see
-	// store.checkpointBatch).
+	// checkpoints of its store: what a start after a crash replays. It
+	// keeps the checkpoint's batch, about 2.2 times as large, under half
+	// of Pebble's memtable (see store.checkpointBatch).
 	checkpointBytes = 3 << 20
 	// defaultCacheSize is the default of WithCacheSize.
 	defaultCacheSize = 64 << 20
