@@ -74,6 +74,9 @@ func TestCheckpointBatchServesAgain(t *testing.T) {
 	if f.st.batch == nil {
 		t.Fatal("after a small checkpoint again, no batch is kept")
 	}
+	if room := cap(f.st.batch.Repr()); room > memTableSize/2 {
+		t.Fatalf("the batch kept after a large checkpoint has room for %d bytes, want at most half a memtable (%d)", room, memTableSize/2)
+	}
 	f.Close()
 
 	f = open()

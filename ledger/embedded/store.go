@@ -774,7 +774,9 @@ func (e *Engine) trim() {
 // checkpointBatch returns the batch for a checkpoint: the last one's,
 // emptied, if Pebble left it to us, else a new one sized as the last
 // checkpoint's and a quarter (grown by doubling, a batch of 10 MiB would
-// leave 20 MiB of garbage).
+// leave 20 MiB of garbage), up to half a memtable: a batch kept is under
+// that, and one made for a large checkpoint (the first after a burst of
+// new accounts) would otherwise keep its room for good.
 //
 // Pebble copies a committed batch smaller than half its memtable into the
 // memtable, off the Go heap, and the batch's buffer serves again; a larger
@@ -788,7 +790,8 @@ func (e *Engine) trim() {
 // and 0.87×, the known keys decided 1.07× as fast, the new 0.98×).
 func (st *store) checkpointBatch() *pebble.Batch {
 	if st.batch == nil {
-		st.batch = st.db.NewBatchWithSize(st.batchSize+st.batchSize/4, pebble.WithMaxRetainedSizeBytes(memTableSize))
+		size := min(st.batchSize+st.batchSize/4, memTableSize/2)
+		st.batch = st.db.NewBatchWithSize(size, pebble.WithMaxRetainedSizeBytes(memTableSize))
 	}
 	return st.batch
 }
