@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -46,7 +45,7 @@ const (
 
 // idTime is the time an ID carries in its top 48 bits, in milliseconds
 // since the Unix epoch if it is time-based.
-func idTime(id tb.Uint128) uint64 { return binary.LittleEndian.Uint64(id[8:]) >> 16 }
+func idTime(id tb.Uint128) uint64 { return u128.From(id).Hi >> 16 }
 
 // idTimeAt is the cutoff of IDs stored at t.
 func idTimeAt(t time.Time) uint64 { return uint64(max(t.Add(idMargin).UnixMilli(), 0)) }
