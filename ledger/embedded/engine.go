@@ -62,8 +62,9 @@ func WithClock(c Clock) Option {
 // expiries and Pebble blocks a File opened with Open keeps in memory
 // besides what it must (the account IDs, the pending transfers' expiry,
 // what changed since the last checkpoint), a quarter for the accounts,
-// transfers and expiries it read back or wrote, the rest for Pebble's
-// blocks (8 MiB at least); the default is 64 MiB.
+// transfers and expiries it read back or wrote, the rest (8 MiB at least)
+// Pebble's, which reserves its memtables in it (16 MiB each, two or three
+// at once) and caches blocks in what is left; the default is 64 MiB.
 // New ignores it.
 func WithCacheSize(bytes int64) Option {
 	return func(e *Engine) { e.cacheSize = bytes }

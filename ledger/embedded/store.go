@@ -150,9 +150,11 @@ const memTableSize = 16 << 20
 
 // openStore opens or creates the store in dir, with a cache of about
 // cacheBytes: a quarter for chunks and pages of accounts, the rest for
-// Pebble's blocks, where the ID index's filters and index blocks must stay
-// for a new ID's lookup to cost no read (measured: with half for chunks, a
-// new key's decision costs 2.5 times as much).
+// Pebble, which reserves its memtables in it (two or three of
+// memTableSize) and caches blocks in what is left, where the ID index's
+// filters and index blocks must stay for a new ID's lookup to cost no read
+// (measured: with half for chunks, a new key's decision costs 2.5 times as
+// much; with 16 MiB in all, which leaves no room for blocks, 1.7 times).
 func openStore(dir string, cacheBytes int64, mustExist bool) (*store, error) {
 	cache := pebble.NewCache(max(cacheBytes-cacheBytes/4, 8<<20))
 	defer cache.Unref()
