@@ -62,7 +62,7 @@ func (g *GlobalOptions) Bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&g.Output, "output", "o", "text", "output format: text or json [env]")
 	fs.DurationVar(&g.Timeout, "timeout", 5*time.Second, "how long a call waits for the cluster before it fails [env]")
 	fs.StringVar(&g.MaxMemory, "max-memory", "", "the embedded engine's bound on this process's live heap (512MiB, 8GiB; 0: none): warned of from half of it, new decisions refused past it (default half the machine's or cgroup's memory) [env]")
-	fs.StringVar(&g.Cache, "cache", "", "the embedded engine's cache of stored accounts, transfers and history, besides its index of account IDs and its pending transfers' expiry (64MiB default) [env]")
+	fs.StringVar(&g.Cache, "cache", "", "the embedded engine's cache of stored accounts, transfers and history, Pebble's memory tables included, besides its index of account IDs and its pending transfers' expiry (64MiB default) [env]")
 	fs.StringVar(&g.Checkpoint, "checkpoint", "", "how much of the embedded engine's journal it writes between two checkpoints of its store (3MiB default): larger decides faster and holds more memory, what changed since the last checkpoint; a start after a crash replays at most that [env]")
 	fs.StringVar(&g.Server, "server", "", "act through a running tblimit serve --api at this gRPC address (127.0.0.1:8081), on the cluster or data file it uses; its token from $"+TokenEnv+" or --token-file [env]")
 	fs.StringVar(&g.TokenFile, "token-file", "", "with --server: a file whose first line is the bearer token (a token allowed admin on \"*\") [env]")
