@@ -350,6 +350,9 @@ func Open(path string, opts ...Option) (*File, error) {
 			j.syncMu.Unlock()
 		}
 	}
+	if err == nil && j.st != nil {
+		err = j.st.readFar()
+	}
 	if err != nil {
 		if j.st != nil {
 			j.st.close()

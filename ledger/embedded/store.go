@@ -197,7 +197,17 @@ func (st *store) close() error {
 		st.batch.Close()
 		st.batch = nil
 	}
+	st.known.close()
 	return st.db.Close()
+}
+
+// readFar starts reading what the store holds that it reads apart, once
+// its File is open: the IDs beyond storedIDs' horizon.
+func (st *store) readFar() error {
+	if err := st.known.readFar(st.db); err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return nil
 }
 
 func key1(space byte, n uint32) []byte {

@@ -4,12 +4,14 @@ package embedded
 
 import (
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/internal/u128"
@@ -141,11 +143,15 @@ func TestStoreKnowsNewIDs(t *testing.T) {
 		if next := timed(uint64(time.Now().UnixMilli()), 99); f.st.known.mayHold(next) {
 			t.Errorf("%s: a new time-based ID is read from the store", when)
 		}
+		if hashed := u128.FromParts(99, ^uint64(0)-1); f.st.known.mayHold(hashed) {
+			t.Errorf("%s: a new ID beyond the horizon is read from the store", when)
+		}
 	}
 	check(f, "after the checkpoints")
 	f.Close()
 	f = open()
 	defer f.Close()
+	<-f.st.known.done // the IDs beyond the horizon read
 	check(f, "opened again")
 }
 
@@ -153,6 +159,7 @@ func TestStoreKnowsNewIDs(t *testing.T) {
 // clock passes it, and then still known, from below, where it moved.
 func TestStoredIDsSettle(t *testing.T) {
 	k := storedIDs{ahead: map[tb.Uint128]struct{}{}, soonest: ^uint64(0), horizon: 10_000}
+	k.opened.Store(new(idFilter)) // none stored before
 	at := func(ms, lo uint64) tb.Uint128 { return u128.FromParts(lo, ms<<16) }
 	k.add(at(100, 1), 150)
 	k.add(at(200, 1), 150) // ahead
@@ -160,7 +167,7 @@ func TestStoredIDsSettle(t *testing.T) {
 	for _, c := range []struct {
 		id   tb.Uint128
 		want bool
-	}{{at(100, 1), true}, {at(50, 1), true}, {at(120, 1), false}, {at(200, 1), true}, {at(200, 2), false}, {at(20_000, 2), true}} {
+	}{{at(100, 1), true}, {at(50, 1), true}, {at(120, 1), false}, {at(200, 1), true}, {at(200, 2), false}, {at(20_000, 1), true}, {at(20_000, 2), false}} {
 		if got := k.mayHold(c.id); got != c.want {
 			t.Errorf("before settling: mayHold(%v) = %v, want %v", c.id, got, c.want)
 		}
@@ -175,5 +182,109 @@ func TestStoredIDsSettle(t *testing.T) {
 	}
 	if !k.mayHold(at(200, 1)) || k.mayHold(at(210, 0)) {
 		t.Error("after settling: the ID settled is not known, or a new one is")
+	}
+}
+
+// TestIDFilter: a filter holds every ID added to it, through several
+// filters of its run, and says it holds few it was not given.
+func TestIDFilter(t *testing.T) {
+	var f idFilter
+	rng := rand.New(rand.NewPCG(1, 2))
+	id := func() tb.Uint128 { return u128.FromParts(rng.Uint64(), rng.Uint64()) }
+	const n = 5 * bloomFirstRoom
+	added := make([]tb.Uint128, n)
+	for i := range added {
+		added[i] = id()
+		f.add(added[i])
+	}
+	if len(f.runs) != 3 { // rooms 1, 2 and 4 times the first
+		t.Fatalf("%d IDs made %d filters, want 3", n, len(f.runs))
+	}
+	for _, a := range added {
+		if !f.mayHold(a) {
+			t.Fatalf("the filter lost %v", a)
+		}
+	}
+	said := 0
+	const tries = 100_000
+	for range tries {
+		if f.mayHold(id()) {
+			said++
+		}
+	}
+	if rate := float64(said) / tries; rate > 0.03 {
+		t.Errorf("the filter says it holds %.2f%% of IDs it was not given, want at most 3%%", 100*rate)
+	}
+}
+
+// TestStoredIDsLoadFar: the IDs beyond the horizon a store holds are read
+// on open apart from the rest; a store closed while it reads them, or
+// before, still says it may hold each, and once read it tells new ones.
+func TestStoredIDsLoadFar(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: silent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	far := func() tb.Uint128 { return u128.FromParts(rng.Uint64(), rng.Uint64()|1<<63) }
+	held := make([]tb.Uint128, 20_000)
+	b := db.NewBatch()
+	for i := range held {
+		held[i] = far()
+		b.Set(idKey(keyID, held[i]), []byte{0, 0, 0, 1}, nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	mayHoldAll := func(k *storedIDs, when string) {
+		t.Helper()
+		for _, id := range held {
+			if !k.mayHold(id) {
+				t.Fatalf("%s: the store says it does not hold %v", when, id)
+			}
+		}
+	}
+	for range 3 { // closed at once: before, while or after the IDs are read
+		var k storedIDs
+		if err := k.load(db, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.readFar(db); err != nil {
+			t.Fatal(err)
+		}
+		k.close()
+		mayHoldAll(&k, "closed at once")
+	}
+	var k storedIDs
+	if err := k.load(db, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if k.opened.Load() != nil {
+		t.Fatal("load read the IDs beyond the horizon")
+	}
+	mayHoldAll(&k, "loaded, the IDs beyond the horizon not read yet")
+	if err := k.readFar(db); err != nil {
+		t.Fatal(err)
+	}
+	defer k.close()
+	<-k.done
+	if k.opened.Load() == nil {
+		t.Fatal("the IDs beyond the horizon were not read")
+	}
+	mayHoldAll(&k, "read")
+	said := 0
+	for range 10_000 {
+		if k.mayHold(far()) {
+			said++
+		}
+	}
+	if said > 200 {
+		t.Errorf("the store says it may hold %d of 10,000 new IDs beyond the horizon, want at most 200", said)
+	}
+	id := far()
+	k.add(id, idTimeAt(time.Now()))
+	if !k.mayHold(id) {
+		t.Error("an ID beyond the horizon stored after open is not known")
 	}
 }
