@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger"
+	_ "github.com/tblimit/tblimit/ledger/embedded/onearena" // as the tblimit command does
 )
 
 type config struct {

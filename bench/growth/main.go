@@ -36,6 +36,7 @@ import (
 
 	"github.com/tblimit/tblimit/ledger"
 	"github.com/tblimit/tblimit/ledger/embedded"
+	_ "github.com/tblimit/tblimit/ledger/embedded/onearena" // as the tblimit command does
 	"github.com/tblimit/tblimit/recipes"
 )
 

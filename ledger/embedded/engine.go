@@ -65,7 +65,10 @@ func WithClock(c Clock) Option {
 // transfers and expiries it read back or wrote, the rest (8 MiB at least)
 // Pebble's, which reserves its memtables in it (16 MiB each, two or three
 // at once) and caches blocks in what is left; the default is 64 MiB.
-// New ignores it.
+// Pebble's share is allocated with C's malloc: on glibc, a program that
+// imports ledger/embedded/onearena for its effect, as the tblimit command does,
+// keeps it in one arena, where many keep freed blocks besides. New
+// ignores it.
 func WithCacheSize(bytes int64) Option {
 	return func(e *Engine) { e.cacheSize = bytes }
 }
