@@ -33,8 +33,6 @@ import (
 // took, for at most about half a million users.
 type Client struct {
 	conn        *conn.Conn
-	pipe        *conn.Batcher[*op]
-	ops         sync.Pool // ops free for reuse (see newOp)
 	now         func() time.Time
 	unavailable OnUnavailable
 	closeTB     bool
@@ -47,16 +45,8 @@ type Client struct {
 	requests    RequestObserver // nil unless WithRequestObserver
 	users       users
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
-
-	// The pipeline's own state: the Batcher's runner and the completion
-	// of a batch (which may overlap the next Send) each use their own
-	// part of it, and never the same field at once (see runner).
-	batches   [2]sentBatch // one in flight, one completing (see Send)
-	turn      int          // the next batch's, in batches
-	lastExact bool         // the last batch answered reads its accounts (see Quiet)
-	reads     readQueue
-	lastTS    uint64 // the latest timestamp of the last batch
-	lastLocal int64  // this Client's clock when its answer came
+	pipe        pipeline
+	reads       readQueue // the pipeline's too: filled as batches complete, read once every batch has (see runner)
 
 	markers   sync.Map // ledgers whose marker accounts are known to exist
 	resources sync.Map // ledger -> Resource: definitions checked against the cluster
@@ -187,7 +177,7 @@ func New(c tb.Client, opts ...Option) *Client {
 	if !cl.conn.InProcess() {
 		cl.users.lag = view.ReturnLag
 	}
-	cl.pipe = conn.NewBatcher[*op](&runner{cl}, cl.conn.InProcess(), cl.gather, cl.maxWaiting)
+	cl.pipe.start(cl)
 	return cl
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"math"
+	"sync"
 	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
@@ -131,7 +132,7 @@ type op struct {
 // needs one: a free one is reused (see freeOp), which spares an allocation
 // per decision and the garbage collector's work on it.
 func (c *Client) newOp(spec *opSpec, steps []step) *op {
-	o, _ := c.ops.Get().(*op)
+	o, _ := c.pipe.ops.Get().(*op)
 	if o == nil {
 		o = new(op)
 	}
@@ -159,7 +160,7 @@ func (c *Client) freeOp(o *op) {
 		return
 	}
 	*o = op{}
-	c.ops.Put(o)
+	c.pipe.ops.Put(o)
 }
 
 // opEvent is a transfer of an op's chain that holds or ends units of a
@@ -199,10 +200,29 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 		wait = c.conn.Wait(ctx)
 	}
 	o.ctx = ctx
-	if _, err := c.pipe.Do(ctx, wait, o); err != nil {
+	if _, err := c.pipe.batcher.Do(ctx, wait, o); err != nil {
 		return c.conn.NoAnswer(err)
 	}
 	return o.err
+}
+
+// pipeline is a Client's pipeline: its Batcher, the ops free for reuse,
+// and the state of its batches, which the Batcher's runner and the
+// completion of a batch (which may overlap the next Send) each use their
+// own part of, and never the same field at once (see runner).
+type pipeline struct {
+	batcher   *conn.Batcher[*op]
+	ops       sync.Pool    // ops free for reuse (see newOp)
+	batches   [2]sentBatch // one in flight, one completing (see Send)
+	turn      int          // the next batch's, in batches
+	lastExact bool         // the last batch answered reads its accounts (see Quiet)
+	lastTS    uint64       // the latest timestamp of the last batch
+	lastLocal int64        // this Client's clock when its answer came
+}
+
+// start makes c's pipeline's Batcher, once c's options are set.
+func (p *pipeline) start(c *Client) {
+	p.batcher = conn.NewBatcher[*op](&runner{c}, c.conn.InProcess(), c.gather, c.maxWaiting)
 }
 
 // patient is the context of the runner's requests (see Send).
@@ -253,8 +273,8 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 			o.retry = o.retry || o.checks != nil // read once quiet (see Quiet)
 		}
 	}
-	f := &c.batches[c.turn] // reused: one in flight, one completing
-	c.turn ^= 1
+	f := &c.pipe.batches[c.pipe.turn] // reused: one in flight, one completing
+	c.pipe.turn ^= 1
 	*f = sentBatch{c: c, ops: ops, b: f.b}
 	if f.b.sightings(ops); len(f.b.accounts) > 0 {
 		provisions := func(o *op) bool { return len(o.sights) > 0 }
@@ -277,7 +297,7 @@ func (r *runner) Send(ops []*op, settled bool, more func(keep func(*op) bool) []
 	for _, o := range ops {
 		f.exact = f.exact || o.exact
 	}
-	c.lastExact = f.exact
+	c.pipe.lastExact = f.exact
 	if len(f.b.send) > 0 {
 		f.res, f.err = c.conn.CreateTransfers(c.withCalls(patient, ops, inCreate), f.b.send)
 	}
@@ -301,7 +321,7 @@ func rides(o *op) bool { return len(o.sights) == 0 && o.checks == nil && !o.exac
 // coalescing merges the next batch's holds by what the views know.
 func (r *runner) Quiet() bool {
 	c := r.c
-	return c.coalesce || c.lastExact || c.readsDue() || c.checking.Load() > 0
+	return c.coalesce || c.pipe.lastExact || c.readsDue() || c.checking.Load() > 0
 }
 
 // Complete settles every op of f from the answer.
@@ -341,7 +361,7 @@ func (c *Client) clock(res []tb.CreateTransferResult, now int64) {
 		last = max(last, r.Timestamp)
 	}
 	c.skew.Store(int64(last) - now)
-	c.lastTS, c.lastLocal = last, now
+	c.pipe.lastTS, c.pipe.lastLocal = last, now
 }
 
 // localNow is this Client's clock in nanoseconds.

@@ -134,13 +134,13 @@ func (c *Client) scanBack() {
 	u.lock()
 	u.v.ScanQueued = false
 	u.v.ScanLocal = c.localNow()
-	need := !u.v.Complete() && u.v.InFlight(c.lastTS) <= scanMaxUnits
+	need := !u.v.Complete() && u.v.InFlight(c.pipe.lastTS) <= scanMaxUnits
 	window := u.res.Window
 	u.mu.Unlock()
 	if !need {
 		return
 	}
-	t := c.lastTS
+	t := c.pipe.lastTS
 	ctx, cancel := context.WithTimeout(c.ownRead(), c.conn.Timeout())
 	flights, err := c.readFlights(ctx, u.id, maxTimeout(window), t, 0, true)
 	cancel()
@@ -161,7 +161,7 @@ func (c *Client) read(ctx context.Context, us []*user) error {
 	for i, u := range us {
 		ids[i] = u.id.tb()
 	}
-	t, since := c.lastTS, c.lastLocal
+	t, since := c.pipe.lastTS, c.pipe.lastLocal
 	if t == 0 { // no batch answered yet (a Check's read): the clock's estimate
 		since, t = c.nows()
 	}
