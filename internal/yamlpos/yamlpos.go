@@ -109,6 +109,19 @@ func FaultLine(data []byte) int {
 	return max(bad, 1)
 }
 
+// Empty reports whether doc, a file parsed into a yaml.Node, holds
+// nothing: no document (a file of comments), or an empty one (a document
+// marker, "---", alone), whose node yaml places on the line after the
+// marker, past the file's last, so that no error should name its line.
+// A null written as null or ~ is not nothing.
+func Empty(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	n := doc.Content[0]
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "" && n.Style == 0
+}
+
 // Lines returns how many lines data has, as yaml.v3 counts them in the
 // positions of its nodes: the last one counts though no line break ends
 // it, and an empty file has one.

@@ -88,3 +88,20 @@ func TestAt(t *testing.T) {
 		t.Errorf("At(nil) = %q, want %q", got, want)
 	}
 }
+
+// A file holds nothing when it has no document or an empty one; a null
+// written out, or anything else, is something.
+func TestEmpty(t *testing.T) {
+	for src, want := range map[string]bool{
+		"": true, "# c\n": true, "---": true, "---\n": true, "# c\n---\n# d\n": true,
+		"~": false, "null": false, "---\n~\n": false, "''": false, "a: b": false, "[]": false,
+	} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := Empty(&doc); got != want {
+			t.Errorf("Empty(%q) = %v, want %v", src, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tblimit/tblimit/internal/yamlpos"
 	"github.com/tblimit/tblimit/service"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
@@ -196,7 +197,7 @@ func parseTokens(file string, src []byte) (*tokenTable, error) {
 	bad := func(n *yaml.Node, format string, args ...any) error {
 		return fmt.Errorf("%w %s, line %d: %s", ErrTokenFile, file, n.Line, fmt.Sprintf(format, args...))
 	}
-	if len(doc.Content) == 0 {
+	if yamlpos.Empty(&doc) {
 		return nil, fmt.Errorf("%w %s: empty: want a list of tokens under the key tokens", ErrTokenFile, file)
 	}
 	root := doc.Content[0]

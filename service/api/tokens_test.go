@@ -200,6 +200,7 @@ func TestTokenFile(t *testing.T) {
 		{"no allow", "tokens:\n  - name: a\n    token: x\n", `line 2: token "a": no allow`},
 		{"no resources", "tokens:\n  - name: a\n    token: x\n    allow: {decide: []}\n", `line 4: token "a": decide: no resources`},
 		{"empty", "", "empty"},
+		{"a document marker only", "---\n", "empty: want a list of tokens"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tokens.yaml")

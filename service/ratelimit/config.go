@@ -236,7 +236,7 @@ func (c *Config) parseFile(file string, src []byte) error {
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, yamlpos.Syntax(file, src, err))
 	}
-	if len(doc.Content) == 0 {
+	if yamlpos.Empty(&doc) {
 		return at(file, nil, "config file cannot have empty domain")
 	}
 	budget := maxAliasNodes

@@ -780,6 +780,8 @@ descriptors:
 var badCases = []badCase{
 	{name: "empty file", files: one(""), wantIn: []string{"empty domain"}},
 	{name: "comments only", files: one("# nothing here\n"), wantIn: []string{"empty domain"}},
+	{name: "a document marker only", files: one("---"), wantIn: []string{"empty domain"}},
+	{name: "an empty document", files: one("# nothing\n---\n"), wantIn: []string{"empty domain"}},
 	{name: "missing domain", files: one(`
 descriptors: # <-
   - key: k
@@ -1510,6 +1512,7 @@ descriptors:
 	f.Add([]byte("domain: d\ndescriptors: [a, b]\n"))
 	f.Add([]byte("domain: [\n"))
 	f.Add([]byte(""))
+	f.Add([]byte("---"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		c, err := ParseConfig([]string{"fuzz.yaml"}, map[string][]byte{"fuzz.yaml": src})
 		if err != nil {
