@@ -112,45 +112,6 @@ func (c *Client) unansweredChecks(n int, err error) ([]Decision, error) {
 	return ds, nil
 }
 
-// answerChecks answers the checks among ops: their users' accounts are
-// read in one request (every earlier batch has completed: see Quiet), and
-// each check is answered from its user's view. The runner calls it from
-// Send.
-func (c *Client) answerChecks(ops []*op) {
-	var us []*user
-	seen := map[*user]bool{}
-	for _, o := range ops {
-		for _, ch := range o.checks {
-			if !seen[ch.u] {
-				seen[ch.u] = true
-				us = append(us, ch.u)
-			}
-		}
-	}
-	if len(us) == 0 {
-		return
-	}
-	err := c.read(c.withCalls(context.Background(), ops, func(o *op) bool { return o.checks != nil }), us)
-	t := c.clusterNow()
-	for _, o := range ops {
-		if o.checks == nil {
-			continue
-		}
-		o.local = true // nothing of it is sent in the batch's create
-		if err != nil {
-			o.err = err
-			continue
-		}
-		o.ds = make([]Decision, len(o.checks))
-		for i, ch := range o.checks {
-			o.ds[i], o.err = c.answerCheck(ch, t)
-			if o.err != nil {
-				break
-			}
-		}
-	}
-}
-
 // answerCheck answers ch at t from its user's view, just read: a user
 // without an account (or whose provisioning has not credited it yet) has
 // all of its plan's limit, or the default, on a lazy resource, and is

@@ -3,80 +3,14 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"time"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/view"
 )
-
-// decidingResults returns the results of o's deciding chain: the linked chain
-// that holds the units the caller asked for (an op may also carry a chain
-// that ends an earlier hold, a lease's).
-func (o *op) decidingResults() []tb.CreateTransferResult {
-	start := o.decidingStart()
-	if start < 0 || o.res == nil {
-		return nil
-	}
-	end := start
-	for end < len(o.chain)-1 && o.chain[end].TransferFlags().Linked {
-		end++
-	}
-	return o.res[start : end+1]
-}
-
-// decidingStart is the index in o's chain where its deciding chain starts,
-// or -1 if it has none.
-func (o *op) decidingStart() int {
-	start := o.firstHold()
-	for start > 0 && o.chain[start-1].TransferFlags().Linked {
-		start--
-	}
-	return start
-}
-
-// firstHold is the index in o's chain of its first deciding hold, or -1.
-func (o *op) firstHold() int {
-	for _, e := range o.events {
-		if e.decide {
-			return e.i
-		}
-	}
-	return -1
-}
-
-// name is what names o's request: its caller's ID, else the ID of its
-// first hold.
-func (o *op) name() ID {
-	if !o.key.IsZero() {
-		return o.key
-	}
-	return fromTB(o.chain[o.firstHold()].ID)
-}
-
-// chainOutcome reports whether a chain's results say it failed, and
-// whether they decide it: every event admitted, denied, or failed with it.
-// A chain that failed although one of its events was created existed
-// already (TigerBeetle answers exists, which fails the rest of the chain):
-// earlier says so, and it counts as admitted.
-func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool) {
-	decided = true
-	created := false
-	for _, s := range res {
-		switch classify(s.Status) {
-		case outAdmitted:
-			created = true
-		case outDenied, outLinked:
-			failed = true
-		default:
-			failed, decided = true, false
-		}
-	}
-	if failed && decided && created {
-		return false, true, true
-	}
-	return failed, decided, false
-}
 
 // decide makes the op of spec and steps, a chain of holds of parts'
 // users, sends it through the pipeline and returns its answer: one
@@ -233,11 +167,6 @@ func spent(res []tb.CreateTransferResult) bool {
 	return false
 }
 
-// reset clears o's answer, to send it again.
-func (o *op) reset() {
-	o.res, o.ds, o.shared, o.retry, o.local, o.err = nil, nil, tb.Uint128{}, false, false, nil
-}
-
 // unavailableDecisions applies the Client's OnUnavailable to o, whose answer did
 // not come: one Decision per deciding hold, and the error to return.
 func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
@@ -271,4 +200,156 @@ func (c *Client) unavailableDecisions(o *op, err error) ([]Decision, error) {
 // user: it reports no numbers, and no Timestamp.
 func (c *Client) unanswered(id ID, payment bool) Decision {
 	return decisionOf(view.Report{}, c.unavailable == FailOpen && !payment, Unavailable, id, 0)
+}
+
+// sight records in o the users of parts not seen provisioned: lazy users
+// this Client has not seen credited. Their resources are checked against
+// the cluster first (once per Client), so that nothing is written for a
+// resource the cluster does not hold as the caller says.
+func (c *Client) sight(ctx context.Context, o *op, parts []Part) error {
+	o.sights = o.sights[:0]
+	if o.seen {
+		return nil // and they stay so
+	}
+	for k, e := range o.deciding() {
+		h := &parts[k]
+		if !h.Resource.Lazy {
+			continue
+		}
+		if e.u.seenProvisioned() {
+			continue
+		}
+		if err := c.checkResource(ctx, h.Resource); err != nil {
+			return err
+		}
+		if o.sights == nil {
+			o.sights = o.sights1[:0]
+		}
+		o.sights = append(o.sights, sight{u: e.u, limit: h.provisionLimit()})
+	}
+	if len(o.sights) > 0 {
+		o.merge = false // a merged transfer has no place for the credit ahead of it
+	}
+	return nil
+}
+
+// failure explains why o's deciding chain failed for a reason other than
+// a limit. It returns the holds whose users are missing on a lazy resource
+// (to be provisioned), or the error to return.
+func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, err error) {
+	res, start := o.decidingResults(), o.decidingStart()
+	for i, s := range res {
+		out := classify(s.Status)
+		if o.explain != nil {
+			if err := o.explain(&o.chain[start+i], out); err != nil {
+				return nil, err
+			}
+		}
+		switch out {
+		case outReusedID:
+			return nil, fmt.Errorf("%w: %s named a request with %s", ErrIDReused, o.name(), differs(s.Status))
+		case outUnexpected:
+			return nil, transferStatusError(i, s.Status)
+		}
+	}
+	for k, e := range o.deciding() {
+		h := parts[k]
+		switch classify(o.res[e.i].Status) {
+		case outNoUser:
+			if !h.Resource.Lazy {
+				return nil, c.missing(ctx, h.Resource, h.Request.User)
+			}
+			lazy = append(lazy, k)
+		case outNoResource:
+			return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, h.Resource.Ledger)
+		case outLinked:
+			// A later hold of the chain was not reached: its user may be
+			// missing too. Provisioning it again is harmless.
+			if h.Resource.Lazy && !e.u.seenProvisioned() {
+				lazy = append(lazy, k)
+			}
+		}
+	}
+	if len(lazy) == 0 || !anyNoUser(res) {
+		return nil, fmt.Errorf("ledger: chain failed without a cause: %v", res)
+	}
+	return lazy, nil
+}
+
+// limitsOfDenied, for an op whose holds were denied, reads the accounts of
+// the users whose limit this Client has not learnt yet (a process just
+// started, a user it never read) and describes the decisions again, so that
+// a denial says the user's own limit, and whether the amount can ever fit,
+// rather than the resource's default: one request more, for those denials
+// only.
+func (c *Client) limitsOfDenied(ctx context.Context, o *op) error {
+	if o.local || len(o.ds) == 0 || o.ds[0].Allowed {
+		return nil
+	}
+	read := false
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.lock()
+		known := e.u.v.LimitKnown()
+		e.u.mu.Unlock()
+		if known {
+			continue
+		}
+		a, ok, err := c.lookupAccount(ctx, e.u.id)
+		if err != nil {
+			return err
+		}
+		b, berr := balanceOf(a)
+		if !ok || berr != nil {
+			continue
+		}
+		e.u.lock()
+		// Holds returning within a second of the denial may or may not be
+		// among the account's pending debits.
+		e.u.v.Read(b.Limit, b.InFlight, o.res[e.i].Timestamp, uint64(time.Second))
+		e.u.mu.Unlock()
+		read = true
+	}
+	if read {
+		c.redescribe(o)
+	}
+	return nil
+}
+
+// exactRetryAfter, for an exact op whose holds were denied, reads the
+// transfers in flight of every user whose view does not know when its
+// units return, and describes the decisions again: RetryAfter and
+// ResetAfter are then exact too.
+func (c *Client) exactRetryAfter(ctx context.Context, o *op) error {
+	if !o.exact || o.local || len(o.ds) == 0 || o.ds[0].Allowed {
+		return nil
+	}
+	scanned := false
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.lock()
+		known := e.u.v.Complete()
+		window := e.u.res.Window
+		e.u.mu.Unlock()
+		if known {
+			continue
+		}
+		t := o.res[e.i].Timestamp
+		flights, err := c.readFlights(ctx, e.u.id, maxTimeout(window), t, 0, true)
+		if err != nil {
+			return err
+		}
+		e.u.lock()
+		e.u.v.Scanned(holdsOf(flights), t)
+		e.u.mu.Unlock()
+		scanned = true
+	}
+	if scanned {
+		c.redescribe(o)
+	}
+	return nil
 }

@@ -72,21 +72,24 @@ package ledger
 //     entry points in decide.go: decide (holds to decide: it returns an
 //     answer, its Decisions and, when asked, its chain), send (ends of
 //     holds and funds: their results) or sendChecks. It describes its work
-//     with an opSpec and the steps of its chain, and newOp (pipeline.go) is
-//     the one place an op is made; nothing outside the pipeline reads or
-//     writes an op (the pipeline: pipeline.go, decide.go, markers.go,
-//     lazy.go, coalesce.go, the exact reads of refresh.go, answerChecks in
-//     check.go, withCalls in observe.go).
-//   - A decision's way: decide.go (the retry loop, and the Client's
-//     OnUnavailable for an answer that did not come), markers.go (request
-//     IDs), lazy.go (users provisioned by their first decisions, in the
-//     pipeline: one create_accounts per batch ahead of its create, which
-//     carries each new user's credit ahead of its hold), denial.go (denials
-//     without I/O), pipeline.go (sending: the runner sends the next batch
-//     as soon as the last one's answer comes, and the last completes on a
-//     goroutine of its own while the next is in flight; reads that keep
-//     views true, exact decisions and coalescing ask for quiet, every
-//     batch completed first: see runner.Quiet).
+//     with an opSpec and the steps of its chain, and newOp (op.go) is the
+//     one place an op is made. Three files name an op, and no other reads
+//     or writes one: op.go (what an op holds, its chain's attempts and
+//     markers, and how its holds are described), pipeline.go (the runner:
+//     a batch built plainly or coalesced, its new users' accounts, its
+//     checks' reads, sent, then completed from the answer while the next
+//     is in flight; reads that keep views true, exact decisions and
+//     coalescing ask for quiet, every batch completed first: see
+//     runner.Quiet) and decide.go (the calls' side: the retry loop, a new
+//     user's sight, what a failed chain means, the reads after a denial,
+//     and the Client's OnUnavailable for an answer that did not come).
+//     The other files of a decision's way are called with users,
+//     transfers and results: markers.go (request IDs' markers), lazy.go
+//     (users provisioned by their first decisions: one create_accounts
+//     per batch ahead of its create, which carries each new user's credit
+//     ahead of its hold), denial.go (denials without I/O), refresh.go
+//     (reads that keep views true), check.go and coalesce.go (the calls
+//     and the option).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - What a Client knows of a user without reading it (its view) is

@@ -3,7 +3,6 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"fmt"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -46,37 +45,6 @@ type sight struct {
 	at       int                     // where its credit is in the batch's transfers, if credited
 }
 
-// sight records in o the users of parts not seen provisioned: lazy users
-// this Client has not seen credited. Their resources are checked against
-// the cluster first (once per Client), so that nothing is written for a
-// resource the cluster does not hold as the caller says.
-func (c *Client) sight(ctx context.Context, o *op, parts []Part) error {
-	o.sights = o.sights[:0]
-	if o.seen {
-		return nil // and they stay so
-	}
-	for k, e := range o.deciding() {
-		h := &parts[k]
-		if !h.Resource.Lazy {
-			continue
-		}
-		if e.u.seenProvisioned() {
-			continue
-		}
-		if err := c.checkResource(ctx, h.Resource); err != nil {
-			return err
-		}
-		if o.sights == nil {
-			o.sights = o.sights1[:0]
-		}
-		o.sights = append(o.sights, sight{u: e.u, limit: h.provisionLimit()})
-	}
-	if len(o.sights) > 0 {
-		o.merge = false // a merged transfer has no place for the credit ahead of it
-	}
-	return nil
-}
-
 // provisionLimit is the limit a lazy user is provisioned with by h: its
 // plan's (Request.Limit), else the resource's default.
 func (h *Part) provisionLimit() uint64 { return cmp.Or(h.Request.Limit, h.Resource.DefaultLimit) }
@@ -100,153 +68,6 @@ func userAccounts(r Resource, key string) []tb.Account {
 		out = append(out, nameAccounts(r.Currency, CurrencyUserID(r.Currency, key), key)...)
 	}
 	return out
-}
-
-// sightings gathers the accounts of the sights of a batch's ops into
-// b.accounts, each once, and notes where each sight's limit account is.
-func (b *batch) sightings(ops []*op) {
-	clear(b.acctAt)
-	clear(b.acctOf)
-	b.accounts, b.acctOf = b.accounts[:0], b.acctOf[:0]
-	for _, o := range ops {
-		if o.local || len(o.sights) == 0 {
-			continue
-		}
-		for i := range o.sights {
-			s := &o.sights[i]
-			for j, a := range userAccounts(s.u.res, s.u.key) {
-				at, ok := b.acctAt[a.ID]
-				if !ok {
-					if b.acctAt == nil {
-						b.acctAt = map[tb.Uint128]int{}
-					}
-					at = len(b.accounts)
-					b.acctAt[a.ID] = at
-					b.accounts = append(b.accounts, a)
-					b.acctOf = append(b.acctOf, s.u)
-				}
-				if j == 0 {
-					s.acct = at
-				}
-			}
-		}
-	}
-}
-
-// provisioned reads the answer to a batch's create_accounts: each sight
-// learns its limit account's status, and an op whose accounts could not be
-// made fails with an error, unsent.
-func (b *batch) provisioned(ops []*op, res []tb.CreateAccountResult) {
-	for i, r := range res {
-		if !accountMade(r.Status) {
-			if b.acctBad == nil {
-				b.acctBad = map[*user]error{}
-			}
-			if u := b.acctOf[i]; b.acctBad[u] == nil {
-				b.acctBad[u] = fmt.Errorf("ledger: provision %q: %w", u.key, accountStatusError(i, r.Status))
-			}
-		}
-	}
-	for _, o := range ops {
-		for i := range o.sights {
-			s := &o.sights[i]
-			s.accounts = res[s.acct].Status
-			if err := b.acctBad[s.u]; err != nil && o.err == nil {
-				o.err = err
-			}
-		}
-	}
-	clear(b.acctBad)
-}
-
-// credit adds to b the credits of o's sights that the batch does not carry
-// yet, ahead of o's chain.
-func (b *batch) credit(o *op) {
-	for i := range o.sights {
-		s := &o.sights[i]
-		t := provisionTransfer(s.u.res, s.u.key, s.limit)
-		if b.credited[t.ID] {
-			continue // an earlier op of the batch credits it, ahead of this one
-		}
-		if b.credited == nil {
-			b.credited = map[tb.Uint128]bool{}
-		}
-		b.credited[t.ID] = true
-		s.credited, s.at = true, len(b.send)
-		b.send = append(b.send, t)
-	}
-}
-
-// learnSights teaches the views of o's sights what the batch's answer
-// says: a user credited (now or before) is provisioned, and one whose
-// accounts and credit this batch made knows its limit and holds nothing
-// else (its view is complete). It comes before o's holds are learnt, so
-// that they are described against the limit.
-func (c *Client) learnSights(o *op, now int64) {
-	for _, s := range o.sights {
-		if !s.credited {
-			continue
-		}
-		cr := classifyCredit(s.credit.Status)
-		if cr == creditFailed {
-			continue // its hold fails as well, and decide says why
-		}
-		s.u.lock()
-		v := &s.u.v
-		v.Provisioned = true
-		switch {
-		case accountNew(s.accounts) && cr == creditNow:
-			v.KnowLimit(s.limit, now)
-		case cr == creditNow:
-			// Credited with this limit, now or before: the limit it was
-			// given, until a read says whether it changed since.
-			v.AssumeLimit(s.limit)
-		}
-		s.u.mu.Unlock()
-	}
-}
-
-// failure explains why o's deciding chain failed for a reason other than
-// a limit. It returns the holds whose users are missing on a lazy resource
-// (to be provisioned), or the error to return.
-func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, err error) {
-	res, start := o.decidingResults(), o.decidingStart()
-	for i, s := range res {
-		out := classify(s.Status)
-		if o.explain != nil {
-			if err := o.explain(&o.chain[start+i], out); err != nil {
-				return nil, err
-			}
-		}
-		switch out {
-		case outReusedID:
-			return nil, fmt.Errorf("%w: %s named a request with %s", ErrIDReused, o.name(), differs(s.Status))
-		case outUnexpected:
-			return nil, transferStatusError(i, s.Status)
-		}
-	}
-	for k, e := range o.deciding() {
-		h := parts[k]
-		switch classify(o.res[e.i].Status) {
-		case outNoUser:
-			if !h.Resource.Lazy {
-				return nil, c.missing(ctx, h.Resource, h.Request.User)
-			}
-			lazy = append(lazy, k)
-		case outNoResource:
-			return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, h.Resource.Ledger)
-		case outLinked:
-			// A later hold of the chain was not reached: its user may be
-			// missing too. Provisioning it again is harmless.
-			if h.Resource.Lazy && !e.u.seenProvisioned() {
-				lazy = append(lazy, k)
-			}
-		}
-	}
-	if len(lazy) == 0 || !anyNoUser(res) {
-		return nil, fmt.Errorf("ledger: chain failed without a cause: %v", res)
-	}
-	return lazy, nil
 }
 
 func anyNoUser(res []tb.CreateTransferResult) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
@@ -45,54 +44,6 @@ func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
 	}
 	c.markers.Store(ledger, true)
 	return nil
-}
-
-// newAttempt makes o a new attempt after the cluster answered it: a transfer
-// whose ID TigerBeetle spent (it failed on its own, and a failed ID answers
-// id_already_failed for ever) gets a new one. A request with a caller's ID
-// whose first transfer (the one that bears the ID) was spent goes from then
-// on as the ID's marker followed by every transfer new, each carrying the
-// ID in user_data_128. The marker is a transfer of nothing whose ID is
-// derived from the request's, linked to the rest: created only with it.
-// A later admission under the ID finds the marker first and fails whole
-// (TigerBeetle answers exists), so that an ID is admitted at most once,
-// while a denial leaves the marker unspent for the next attempt.
-func (o *op) newAttempt() {
-	res := o.res
-	o.reset()
-	kept := func(i int) bool {
-		return res != nil && (classify(res[i].Status) == outAdmitted || classify(res[i].Status) == outLinked)
-	}
-	if !o.key.IsZero() && !o.marked && !kept(0) {
-		marker := keyMarker(o.key, o.chain)
-		for i := range o.chain {
-			if !kept(i) {
-				o.chain[i].ID = NewID().tb()
-			}
-			o.chain[i].UserData128 = o.key.tb()
-		}
-		o.chain = slices.Insert(o.chain, 0, marker)
-		for i := range o.events {
-			o.events[i].i++
-		}
-		o.marked = true
-		return
-	}
-	for i := range o.chain {
-		if o.marked && i == 0 {
-			continue // the marker is never spent: it only fails with the rest
-		}
-		if !kept(i) {
-			o.chain[i].ID = NewID().tb()
-		}
-	}
-	if first := o.firstHold(); o.key.IsZero() && first >= 0 {
-		// An unnamed request is named by its first hold: the others carry
-		// that name, new or not.
-		for i := first + 1; i < len(o.chain); i++ {
-			o.chain[i].UserData128 = o.chain[first].ID
-		}
-	}
 }
 
 // keyMarker is the marker of a request with ID key whose transfers are

@@ -117,23 +117,5 @@ func WithRequestObserver(o RequestObserver) Option {
 // contexts (see withCalls).
 type callsKey struct{}
 
-// withCalls is ctx, the pipeline's context for a request, carrying for
-// the RequestObserver the contexts of the ops of the batch that the
-// request serves, those keep accepts: the decisions of a create, the
-// checks of a read; none for nil ops, a read of the Client's own (ctx
-// itself without an observer).
-func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) context.Context {
-	if c.requests == nil {
-		return ctx
-	}
-	calls := make([]context.Context, 0, len(ops))
-	for _, o := range ops {
-		if o.ctx != nil && keep(o) {
-			calls = append(calls, o.ctx)
-		}
-	}
-	return context.WithValue(ctx, callsKey{}, calls)
-}
-
 // ownRead is the context of a read of the Client's own, serving no call.
 func (c *Client) ownRead() context.Context { return c.withCalls(context.Background(), nil, nil) }

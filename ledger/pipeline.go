@@ -2,7 +2,7 @@ package ledger
 
 import (
 	"context"
-	"iter"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -29,182 +29,6 @@ import (
 // as it is) or, with WithCoalescing, merging the single holds of one user
 // into one transfer. Leases (WithLeases) admit calls before they reach the
 // pipeline and send their renewals through it.
-
-// opSpec is what a call asks of the pipeline: the chain it sends and how
-// its answer is read. newOp makes the call's op from it, and the call gets
-// back an answer (see decide, send and sendChecks): nothing outside the
-// pipeline touches an op.
-//
-// The chain's steps go beside the spec, not in it: newOp keeps some of a
-// spec's pointers (checks, explain), so escape analysis sends everything a
-// spec points to to the heap; passed apart, the one step of a common call
-// stays on its caller's stack.
-type opSpec struct {
-	checks []check // a Check's parts: no chain, answered by reads (see answerChecks)
-	key    ID      // the caller's ID for the request (see Request.ID), or zero
-	// seen: every user of its holds was seen provisioned before it was
-	// sent: no sight.
-	seen    bool
-	exact   bool   // read the accounts of its holds before answering
-	payment bool   // a payment: never allowed open; its second event pays
-	merge   bool   // one hold without a caller's ID: coalescing may merge it
-	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
-	// explain, if set, says why transfer t of the deciding chain failed
-	// with out (unknown user or resource), in the caller's terms.
-	explain func(t *tb.Transfer, out outcome) error
-	// keep: the answer carries the chain as last sent, and where its
-	// deciding holds are in it.
-	keep bool
-	// retrySpent: send makes a new attempt when an earlier one spent the
-	// chain's IDs (a fund's; the IDs of ends of holds are derived from the
-	// hold, and must stay so).
-	retrySpent bool
-}
-
-// step is a transfer of a call's chain: a hold the caller wants a
-// Decision for (decide), or another transfer, which takes or ends a hold
-// of u if u is not nil.
-type step struct {
-	t      tb.Transfer
-	u      *user
-	decide bool
-}
-
-// answer is what the pipeline hands back for a call that decides, made
-// once when the call is done with the pipeline and shared with nothing:
-// its op goes back for reuse.
-type answer struct {
-	ds []Decision // one per deciding hold
-	// hold is the ID of the first deciding hold as last sent (zero if
-	// the call had none).
-	hold tb.Uint128
-	// Read only when the cluster answered (ds is not Unavailable's):
-	earlier bool // admitted by an earlier attempt under the request's ID (TigerBeetle answered exists)
-	marked  bool // the last attempt went under the ID's marker (see op.newAttempt)
-	// With opSpec.keep: the chain as last sent, and the index in it of
-	// each deciding hold.
-	chain []tb.Transfer
-	holds []int
-}
-
-// op is one call's work in the pipeline: what it asked (made by newOp),
-// its chain as sent, and the answer the runner gives it.
-type op struct {
-	// Room for the common case, one hold, without allocating.
-	chain1  [1]tb.Transfer
-	events1 [1]opEvent
-	ds1     [1]Decision
-
-	chain   []tb.Transfer
-	events  []opEvent // the chain's holds and ends of holds, in chain order
-	sights  []sight   // users its holds provision first (see sight), if any
-	sights1 [1]sight
-	seen    bool            // see opSpec
-	checks  []check         // see opSpec
-	key     ID              // see opSpec
-	ctx     context.Context // the caller's, for a RequestObserver (see withCalls)
-	marked  bool            // the chain starts with key's marker (a later attempt under key)
-	payment bool            // see opSpec
-	explain func(t *tb.Transfer, out outcome) error
-	merge   bool   // see opSpec; cleared when the op must go alone
-	exact   bool   // see opSpec
-	spare   uint64 // see opSpec
-
-	// The answer.
-	res     []tb.CreateTransferResult // one per transfer of chain
-	ds      []Decision                // one per deciding hold, when every event was admitted, denied or linked
-	shared  tb.Uint128                // the merged transfer that took an op's units (coalescing), if any
-	retry   bool                      // a merged transfer was refused: send the op again alone
-	earlier bool                      // admitted by an earlier attempt under key (TigerBeetle answered exists)
-	local   bool                      // decided without being sent
-	err     error                     // the batch's request failed
-
-	// answered says that the pipeline is done with o: its last attempt
-	// was answered and completed, so the runner no longer uses it (its
-	// buffers may still point at o until their next turn, which only
-	// overwrites them; see freeOp).
-	answered bool
-}
-
-// newOp returns the op of the call that spec and steps (its chain, in
-// order) describe: the one place an op is made. An op is large (room for a
-// transfer, its event and its decision) and every decision that is sent
-// needs one: a free one is reused (see freeOp), which spares an allocation
-// per decision and the garbage collector's work on it.
-func (c *Client) newOp(spec *opSpec, steps []step) *op {
-	o, _ := c.pipe.ops.Get().(*op)
-	if o == nil {
-		o = new(op)
-	}
-	o.checks, o.key, o.seen, o.exact = spec.checks, spec.key, spec.seen, spec.exact
-	o.payment, o.merge, o.spare, o.explain = spec.payment, spec.merge, spec.spare, spec.explain
-	if len(steps) > 0 {
-		o.chain, o.events = o.chain1[:0], o.events1[:0]
-	}
-	for i := range steps {
-		st := &steps[i] // steps are large: not copied
-		if st.u != nil {
-			o.events = append(o.events, opEvent{i: len(o.chain), u: st.u, decide: st.decide})
-		}
-		o.chain = append(o.chain, st.t)
-	}
-	return o
-}
-
-// freeOp makes o free for reuse if the pipeline is done with it (an op
-// whose caller stopped waiting may still be in a batch, and is left to the
-// garbage collector). The caller must hold nothing that points into o: its
-// chain, its results, its decisions. o may be nil.
-func (c *Client) freeOp(o *op) {
-	if o == nil || !o.answered {
-		return
-	}
-	*o = op{}
-	c.pipe.ops.Put(o)
-}
-
-// opEvent is a transfer of an op's chain that holds or ends units of a
-// user: a pending transfer debiting the user's limit account, or the post
-// or void of one.
-type opEvent struct {
-	i      int   // index in chain
-	u      *user // the user whose limit account it debits
-	decide bool  // the caller wants a Decision for this hold
-}
-
-// deciding yields the events of o's deciding holds, each with its index
-// among them (that of its Part in the caller's parts).
-func (o *op) deciding() iter.Seq2[int, opEvent] {
-	return func(yield func(int, opEvent) bool) {
-		k := 0
-		for _, e := range o.events {
-			if !e.decide {
-				continue
-			}
-			if !yield(k, e) {
-				return
-			}
-			k++
-		}
-	}
-}
-
-// submit sends o through the pipeline and waits for its answer, or for
-// ctx (with the Client's default timeout if it has no deadline). An error
-// wraps ErrUnavailable when the answer did not come: o may still be applied
-// then, and the pipeline may still be using it, so the caller must not
-// read its answer.
-func (c *Client) submit(ctx context.Context, o *op) error {
-	var wait time.Duration
-	if !c.conn.InProcess() { // an in-process engine answers at once
-		wait = c.conn.Wait(ctx)
-	}
-	o.ctx = ctx
-	if _, err := c.pipe.batcher.Do(ctx, wait, o); err != nil {
-		return c.conn.NoAnswer(err)
-	}
-	return o.err
-}
 
 // pipeline is a Client's pipeline: its Batcher, the ops free for reuse,
 // and the state of its batches, which the Batcher's runner and the
@@ -408,17 +232,6 @@ func (c *Client) settle(o *op, now int64) {
 	}
 }
 
-// earlierTS is the timestamp of the transfer of o's chain that existed
-// already (TigerBeetle echoes the original's).
-func (o *op) earlierTS() uint64 {
-	for _, s := range o.decidingResults() {
-		if classify(s.Status) == outAdmitted {
-			return s.Timestamp
-		}
-	}
-	return 0
-}
-
 // learn teaches u's view what transfer t's result s says. u.mu is held.
 func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now int64) {
 	flags := t.TransferFlags()
@@ -456,44 +269,6 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 			u.v.Ended(fromTB(t.PendingID), kept)
 		}
 	}
-}
-
-// describe is the Decision for o's deciding hold e, from its user's view
-// just after o's answer (failed: whether o's chain failed; o.earlier set).
-// A request with a caller's ID is known by it, and an admission an earlier
-// attempt made by that attempt's timestamp. e.u.mu is held.
-func (o *op) describe(e opEvent, failed bool) Decision {
-	t, s, v := &o.chain[e.i], o.res[e.i], &e.u.v
-	amount, _ := u64(t.Amount)
-	at := s.Timestamp
-	id := fromTB(t.ID)
-	if !o.key.IsZero() {
-		id = o.key
-	}
-	switch {
-	case failed && o.payment && o.paymentDenied():
-		return decisionOf(v.Report(at), false, InsufficientFunds, id, at)
-	case failed && (classify(s.Status) == outDenied || amount > v.Available(at)):
-		return decisionOf(v.DenialReport(amount, at), false, LimitExceeded, id, at)
-	case failed: // it would have fitted: another part of the chain failed
-		return decisionOf(v.Report(at), false, Admitted, id, at)
-	}
-	r := v.SpareReport(at, o.spare)
-	if o.earlier {
-		r.Stamp = o.earlierTS()
-	}
-	return decisionOf(r, true, Admitted, id, at)
-}
-
-// paymentDenied reports whether o's payment itself failed for want of
-// funds.
-func (o *op) paymentDenied() bool {
-	for i, t := range o.chain {
-		if t.Code == codePayment {
-			return classify(o.res[i].Status) == outDenied
-		}
-	}
-	return false
 }
 
 // noteUse counts a decision of u and queues u for a read when its view is
@@ -586,4 +361,307 @@ func (c *Client) build(ops []*op, b *batch) {
 		}
 		b.add(o)
 	}
+}
+
+// merged is one user's calls merged into one transfer.
+type merged struct {
+	u       *user
+	members []*op
+	t       tb.Transfer
+	res     tb.CreateTransferResult
+}
+
+// mergeable groups the ops of a batch that coalescing may merge, by user,
+// in arrival order.
+func (c *Client) mergeable(ops []*op) map[*user][]*op {
+	var m map[*user][]*op
+	for _, o := range ops {
+		if o.merge && !o.local {
+			if m == nil {
+				m = make(map[*user][]*op)
+			}
+			u := o.events[0].u
+			m[u] = append(m[u], o)
+		}
+	}
+	return m
+}
+
+// merge adds to b the transfers of u's mergeable ops: one transfer for
+// those that fit, as far as u's view knows, then those that do not fit and
+// are not denied locally (a confirmed view), each alone. Every op goes
+// alone when the view is not complete.
+func (c *Client) merge(b *batch, u *user, ops []*op) {
+	now, t := c.nows()
+	var in, alone []*op
+	var total uint64
+	u.lock()
+	trusted := u.v.Complete()
+	left := u.v.Available(t)
+	for _, o := range ops {
+		amount, _ := u64(o.chain[0].Amount)
+		switch {
+		case trusted && amount <= left:
+			in = append(in, o)
+			left -= amount
+			total += amount
+		case trusted && u.v.Deny(amount, t, now):
+			o.local = true
+			o.ds1[0] = localDenial(&u.v, amount, t)
+			o.ds = o.ds1[:]
+		default:
+			alone = append(alone, o)
+		}
+	}
+	u.mu.Unlock()
+	switch len(in) {
+	case 0:
+	case 1:
+		b.add(in[0])
+	default:
+		g := &merged{u: u, members: in, t: newHold(u.res, u.id, total, tb.TransferFlags{})}
+		for _, o := range in {
+			o.shared = g.t.ID
+		}
+		b.slots = append(b.slots, slot{at: len(b.send), g: g})
+		b.send = append(b.send, g.t)
+	}
+	for _, o := range alone {
+		b.add(o)
+	}
+}
+
+// settleMerged hands out the answer to a merged transfer: every member is
+// admitted when it was created, and sent again alone when it was refused;
+// any other answer is each member's own to read.
+func (c *Client) settleMerged(g *merged, now int64) {
+	u := g.u
+	u.lock()
+	defer u.mu.Unlock()
+	c.learn(u, &g.t, g.res, now)
+	switch classify(g.res.Status) {
+	case outAdmitted:
+		at := g.res.Timestamp
+		var later uint64 // the units of the members after this one, reported as if they came one by one
+		for j := len(g.members) - 1; j >= 0; j-- {
+			o := g.members[j]
+			o.ds1[0] = decisionOf(u.v.SpareReport(at, later), true, Admitted, fromTB(g.t.ID), at)
+			o.ds = o.ds1[:]
+			amount, _ := u64(o.chain[0].Amount)
+			later += amount
+			c.noteUse(u, now)
+		}
+	case outDenied:
+		for _, o := range g.members {
+			o.retry = true
+		}
+	default:
+		for _, o := range g.members {
+			o.res = []tb.CreateTransferResult{g.res}
+			o.shared = tb.Uint128{} // undecided: decide reads why from o.res
+		}
+	}
+}
+
+// sightings gathers the accounts of the sights of a batch's ops into
+// b.accounts, each once, and notes where each sight's limit account is.
+func (b *batch) sightings(ops []*op) {
+	clear(b.acctAt)
+	clear(b.acctOf)
+	b.accounts, b.acctOf = b.accounts[:0], b.acctOf[:0]
+	for _, o := range ops {
+		if o.local || len(o.sights) == 0 {
+			continue
+		}
+		for i := range o.sights {
+			s := &o.sights[i]
+			for j, a := range userAccounts(s.u.res, s.u.key) {
+				at, ok := b.acctAt[a.ID]
+				if !ok {
+					if b.acctAt == nil {
+						b.acctAt = map[tb.Uint128]int{}
+					}
+					at = len(b.accounts)
+					b.acctAt[a.ID] = at
+					b.accounts = append(b.accounts, a)
+					b.acctOf = append(b.acctOf, s.u)
+				}
+				if j == 0 {
+					s.acct = at
+				}
+			}
+		}
+	}
+}
+
+// provisioned reads the answer to a batch's create_accounts: each sight
+// learns its limit account's status, and an op whose accounts could not be
+// made fails with an error, unsent.
+func (b *batch) provisioned(ops []*op, res []tb.CreateAccountResult) {
+	for i, r := range res {
+		if !accountMade(r.Status) {
+			if b.acctBad == nil {
+				b.acctBad = map[*user]error{}
+			}
+			if u := b.acctOf[i]; b.acctBad[u] == nil {
+				b.acctBad[u] = fmt.Errorf("ledger: provision %q: %w", u.key, accountStatusError(i, r.Status))
+			}
+		}
+	}
+	for _, o := range ops {
+		for i := range o.sights {
+			s := &o.sights[i]
+			s.accounts = res[s.acct].Status
+			if err := b.acctBad[s.u]; err != nil && o.err == nil {
+				o.err = err
+			}
+		}
+	}
+	clear(b.acctBad)
+}
+
+// credit adds to b the credits of o's sights that the batch does not carry
+// yet, ahead of o's chain.
+func (b *batch) credit(o *op) {
+	for i := range o.sights {
+		s := &o.sights[i]
+		t := provisionTransfer(s.u.res, s.u.key, s.limit)
+		if b.credited[t.ID] {
+			continue // an earlier op of the batch credits it, ahead of this one
+		}
+		if b.credited == nil {
+			b.credited = map[tb.Uint128]bool{}
+		}
+		b.credited[t.ID] = true
+		s.credited, s.at = true, len(b.send)
+		b.send = append(b.send, t)
+	}
+}
+
+// learnSights teaches the views of o's sights what the batch's answer
+// says: a user credited (now or before) is provisioned, and one whose
+// accounts and credit this batch made knows its limit and holds nothing
+// else (its view is complete). It comes before o's holds are learnt, so
+// that they are described against the limit.
+func (c *Client) learnSights(o *op, now int64) {
+	for _, s := range o.sights {
+		if !s.credited {
+			continue
+		}
+		cr := classifyCredit(s.credit.Status)
+		if cr == creditFailed {
+			continue // its hold fails as well, and decide says why
+		}
+		s.u.lock()
+		v := &s.u.v
+		v.Provisioned = true
+		switch {
+		case accountNew(s.accounts) && cr == creditNow:
+			v.KnowLimit(s.limit, now)
+		case cr == creditNow:
+			// Credited with this limit, now or before: the limit it was
+			// given, until a read says whether it changed since.
+			v.AssumeLimit(s.limit)
+		}
+		s.u.mu.Unlock()
+	}
+}
+
+// answerChecks answers the checks among ops: their users' accounts are
+// read in one request (every earlier batch has completed: see Quiet), and
+// each check is answered from its user's view. The runner calls it from
+// Send.
+func (c *Client) answerChecks(ops []*op) {
+	var us []*user
+	seen := map[*user]bool{}
+	for _, o := range ops {
+		for _, ch := range o.checks {
+			if !seen[ch.u] {
+				seen[ch.u] = true
+				us = append(us, ch.u)
+			}
+		}
+	}
+	if len(us) == 0 {
+		return
+	}
+	err := c.read(c.withCalls(context.Background(), ops, func(o *op) bool { return o.checks != nil }), us)
+	t := c.clusterNow()
+	for _, o := range ops {
+		if o.checks == nil {
+			continue
+		}
+		o.local = true // nothing of it is sent in the batch's create
+		if err != nil {
+			o.err = err
+			continue
+		}
+		o.ds = make([]Decision, len(o.checks))
+		for i, ch := range o.checks {
+			o.ds[i], o.err = c.answerCheck(ch, t)
+			if o.err != nil {
+				break
+			}
+		}
+	}
+}
+
+// readExact reads the accounts of the exact ops of a batch just settled and
+// describes their decisions again from what the reads show.
+func (c *Client) readExact(batch []*op) {
+	var us []*user
+	seen := map[*user]bool{}
+	for _, o := range batch {
+		if !o.exact || o.ds == nil || o.local {
+			continue
+		}
+		for _, e := range o.events {
+			if e.decide && !seen[e.u] {
+				seen[e.u] = true
+				us = append(us, e.u)
+			}
+		}
+	}
+	if len(us) == 0 {
+		return
+	}
+	c.read(c.withCalls(context.Background(), batch, func(o *op) bool { return o.exact && o.ds != nil && !o.local }), us)
+	for _, o := range batch {
+		if o.exact && o.ds != nil && !o.local {
+			c.redescribe(o)
+		}
+	}
+}
+
+// redescribe describes o's decisions again from its users' views.
+func (c *Client) redescribe(o *op) {
+	failed, _, _ := chainOutcome(o.decidingResults())
+	k := 0
+	for _, e := range o.events {
+		if !e.decide {
+			continue
+		}
+		e.u.lock()
+		o.ds[k] = o.describe(e, failed)
+		e.u.mu.Unlock()
+		k++
+	}
+}
+
+// withCalls is ctx, the pipeline's context for a request, carrying for
+// the RequestObserver the contexts of the ops of the batch that the
+// request serves, those keep accepts: the decisions of a create, the
+// checks of a read; none for nil ops, a read of the Client's own (ctx
+// itself without an observer).
+func (c *Client) withCalls(ctx context.Context, ops []*op, keep func(*op) bool) context.Context {
+	if c.requests == nil {
+		return ctx
+	}
+	calls := make([]context.Context, 0, len(ops))
+	for _, o := range ops {
+		if o.ctx != nil && keep(o) {
+			calls = append(calls, o.ctx)
+		}
+	}
+	return context.WithValue(ctx, callsKey{}, calls)
 }
