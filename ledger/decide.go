@@ -9,6 +9,7 @@ import (
 
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
@@ -160,7 +161,7 @@ const maxAttempts = 8
 // same ID failed (TigerBeetle keeps failed IDs for ever).
 func spent(res []tb.CreateTransferResult) bool {
 	for _, s := range res {
-		if classify(s.Status) == outSpent {
+		if status.Classify(s.Status) == status.Spent {
 			return true
 		}
 	}
@@ -239,30 +240,30 @@ func (c *Client) sight(ctx context.Context, o *op, parts []Part) error {
 func (c *Client) failure(ctx context.Context, o *op, parts []Part) (lazy []int, err error) {
 	res, start := o.decidingResults(), o.decidingStart()
 	for i, s := range res {
-		out := classify(s.Status)
+		out := status.Classify(s.Status)
 		if o.explain != nil {
 			if err := o.explain(&o.chain[start+i], out); err != nil {
 				return nil, err
 			}
 		}
 		switch out {
-		case outReusedID:
-			return nil, fmt.Errorf("%w: %s named a request with %s", ErrIDReused, o.name(), differs(s.Status))
-		case outUnexpected:
+		case status.ReusedID:
+			return nil, fmt.Errorf("%w: %s named a request with %s", ErrIDReused, o.name(), status.Differs(s.Status))
+		case status.Unexpected:
 			return nil, transferStatusError(i, s.Status)
 		}
 	}
 	for k, e := range o.deciding() {
 		h := parts[k]
-		switch classify(o.res[e.i].Status) {
-		case outNoUser:
+		switch status.Classify(o.res[e.i].Status) {
+		case status.NoUser:
 			if !h.Resource.Lazy {
 				return nil, c.missing(ctx, h.Resource, h.Request.User)
 			}
 			lazy = append(lazy, k)
-		case outNoResource:
+		case status.NoResource:
 			return nil, fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, h.Resource.Ledger)
-		case outLinked:
+		case status.Linked:
 			// A later hold of the chain was not reached: its user may be
 			// missing too. Provisioning it again is harmless.
 			if h.Resource.Lazy && !e.u.seenProvisioned() {

@@ -60,12 +60,12 @@ package ledger
 //     encoder: the RateLimit fields in package recipes (itemOf), the
 //     proto in service/api (decisionOf), Envoy's statuses in
 //     service/ratelimit (descriptorStatus).
-//   - What a TigerBeetle status means, in status.go only (package conn
-//     below folds exists into created, and nothing more): classify (holds
-//     of decisions, payments, funds), classifyEnd (posts and voids),
-//     accountMade, accountNew and accountExistsDifferently (accounts),
-//     classifyCredit, limitStepApplied and classifyCarry; a status none of
-//     them expects becomes a StatusError there.
+//   - What a TigerBeetle status means, in package internal/status only
+//     (package conn below folds exists into created, and nothing more):
+//     Classify (holds of decisions, payments, funds), ClassifyEnd (posts
+//     and voids), AccountMade, AccountNew and AccountExistsDifferently
+//     (accounts), ClassifyCredit, LimitStepApplied and ClassifyCarry; a
+//     status none of them expects becomes a StatusError (errors.go).
 //   - What a call asks and gets: Request, Part, Decision and Reason in
 //     decision.go; the calls in acquire.go, check.go, money.go, reserve.go,
 //     lease.go, reset.go. A call asks the pipeline through one of three
@@ -107,6 +107,7 @@ package ledger
 //   - Code that looks repeated and stays so: the String methods of Reason
 //     and End (and Kind, OnUnavailable) are a switch each, which names
 //     every constant beside its text where a table by position would go
-//     wrong silently when a constant is added; classify and classifyEnd are two switches over
-//     the same statuses because a status means one thing for a hold and
-//     another for its post or void.
+//     wrong silently when a constant is added; status.Classify and
+//     status.ClassifyEnd are two switches over the same statuses because
+//     a status means one thing for a hold and another for its post or
+//     void.

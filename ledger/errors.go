@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	tb "github.com/tigerbeetle/tigerbeetle-go"
+
 	"github.com/tblimit/tblimit/ledger/internal/conn"
 )
 
@@ -76,4 +78,16 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("ledger: %s: event %d: unexpected status %s (%d)", e.Op, e.Index, e.Status, e.Code)
+}
+
+// transferStatusError is the error of status s of event i of a
+// create_transfers that no outcome of package status covers.
+func transferStatusError(i int, s tb.CreateTransferStatus) error {
+	return &StatusError{Op: "create_transfers", Index: i, Status: s.String(), Code: uint32(s)}
+}
+
+// accountStatusError is the error of status s of event i of a
+// create_accounts that no outcome of package status covers.
+func accountStatusError(i int, s tb.CreateAccountStatus) error {
+	return &StatusError{Op: "create_accounts", Index: i, Status: s.String(), Code: uint32(s)}
 }

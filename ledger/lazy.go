@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -72,7 +73,7 @@ func userAccounts(r Resource, key string) []tb.Account {
 
 func anyNoUser(res []tb.CreateTransferResult) bool {
 	for _, s := range res {
-		if classify(s.Status) == outNoUser {
+		if status.Classify(s.Status) == status.NoUser {
 			return true
 		}
 	}

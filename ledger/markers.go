@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -38,7 +39,7 @@ func (c *Client) ensureMarkers(ctx context.Context, ledger uint32) error {
 		return err
 	}
 	for i, s := range res {
-		if !accountMade(s.Status) {
+		if !status.AccountMade(s.Status) {
 			return fmt.Errorf("ledger: marker accounts of ledger %d: %w", ledger, accountStatusError(i, s.Status))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -173,7 +174,7 @@ func carries(to Resource, key string, flights []Flight, budget uint64, now time.
 func carried(key string, ts []tb.Transfer, res []tb.CreateTransferResult) (n int, units uint64, err error) {
 	var errs []error
 	for i, s := range res {
-		switch carried, raced := classifyCarry(s.Status); {
+		switch carried, raced := status.ClassifyCarry(s.Status); {
 		case carried:
 			n++
 			amount, _ := u64(ts[i].Amount)

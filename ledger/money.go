@@ -9,6 +9,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/internal/u128"
+	"github.com/tblimit/tblimit/ledger/internal/status"
 )
 
 // Payment moves Amount of a money resource's currency from one user to
@@ -152,16 +153,16 @@ func (c *Client) payment(r Resource, p Payment, u *user, authorize, seen bool) (
 		hold.Timeout, pay.Timeout = secs, secs
 		pay.Flags = tb.TransferFlags{Pending: true}.ToUint16()
 	}
-	explain := func(t *tb.Transfer, out outcome) error {
+	explain := func(t *tb.Transfer, out status.Outcome) error {
 		payment := t.Code == codePayment
 		switch {
-		case !payment && out == outNoUser:
+		case !payment && out == status.NoUser:
 			return fmt.Errorf("%w: %q has no limit on %s", ErrUnknownUser, p.From, r.Name)
-		case !payment && out == outNoResource:
+		case !payment && out == status.NoResource:
 			return fmt.Errorf("%w: no resource on ledger %d", ErrUnknownResource, r.Ledger)
-		case out == outNoUser:
+		case out == status.NoUser:
 			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.From, r.Currency)
-		case out == outNoResource:
+		case out == status.NoResource:
 			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, p.To, r.Currency)
 		}
 		return nil
@@ -314,18 +315,18 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 
 // fundOutcome reads res, the answer to a fund.
 func fundOutcome(res []tb.CreateTransferResult, currency uint32, user string, id ID) error {
-	if _, decided, _ := chainOutcome(res); decided && !anyStatus(res, outDenied) {
+	if _, decided, _ := chainOutcome(res); decided && !anyStatus(res, status.Denied) {
 		return nil // created, or made earlier under the ID
 	}
 	for i, s := range res {
-		switch classify(s.Status) {
-		case outNoUser:
+		switch status.Classify(s.Status) {
+		case status.NoUser:
 			return fmt.Errorf("%w: currency ledger %d has no operator account (create a money resource on it first)", ErrUnknownResource, currency)
-		case outNoResource:
+		case status.NoResource:
 			return fmt.Errorf("%w: %q has no account on currency ledger %d", ErrUnknownUser, user, currency)
-		case outReusedID:
-			return fmt.Errorf("%w: %s named a fund with %s", ErrIDReused, id, differs(s.Status))
-		case outAdmitted, outLinked:
+		case status.ReusedID:
+			return fmt.Errorf("%w: %s named a fund with %s", ErrIDReused, id, status.Differs(s.Status))
+		case status.Admitted, status.Linked:
 		default:
 			return transferStatusError(i, s.Status)
 		}
@@ -333,9 +334,9 @@ func fundOutcome(res []tb.CreateTransferResult, currency uint32, user string, id
 	return fmt.Errorf("ledger: fund %s failed without a cause: %v", id, res)
 }
 
-func anyStatus(res []tb.CreateTransferResult, out outcome) bool {
+func anyStatus(res []tb.CreateTransferResult, out status.Outcome) bool {
 	for _, s := range res {
-		if classify(s.Status) == out {
+		if status.Classify(s.Status) == out {
 			return true
 		}
 	}

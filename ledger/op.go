@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -37,7 +38,7 @@ type opSpec struct {
 	spare   uint64 // units its hold takes beyond the call's: a lease's renewal, for the lease to hand out
 	// explain, if set, says why transfer t of the deciding chain failed
 	// with out (unknown user or resource), in the caller's terms.
-	explain func(t *tb.Transfer, out outcome) error
+	explain func(t *tb.Transfer, out status.Outcome) error
 	// keep: the answer carries the chain as last sent, and where its
 	// deciding holds are in it.
 	keep bool
@@ -91,7 +92,7 @@ type op struct {
 	ctx     context.Context // the caller's, for a RequestObserver (see withCalls)
 	marked  bool            // the chain starts with key's marker (a later attempt under key)
 	payment bool            // see opSpec
-	explain func(t *tb.Transfer, out outcome) error
+	explain func(t *tb.Transfer, out status.Outcome) error
 	merge   bool   // see opSpec; cleared when the op must go alone
 	exact   bool   // see opSpec
 	spare   uint64 // see opSpec
@@ -196,7 +197,7 @@ func (c *Client) submit(ctx context.Context, o *op) error {
 // already (TigerBeetle echoes the original's).
 func (o *op) earlierTS() uint64 {
 	for _, s := range o.decidingResults() {
-		if classify(s.Status) == outAdmitted {
+		if status.Classify(s.Status) == status.Admitted {
 			return s.Timestamp
 		}
 	}
@@ -218,7 +219,7 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 	switch {
 	case failed && o.payment && o.paymentDenied():
 		return decisionOf(v.Report(at), false, InsufficientFunds, id, at)
-	case failed && (classify(s.Status) == outDenied || amount > v.Available(at)):
+	case failed && (status.Classify(s.Status) == status.Denied || amount > v.Available(at)):
 		return decisionOf(v.DenialReport(amount, at), false, LimitExceeded, id, at)
 	case failed: // it would have fitted: another part of the chain failed
 		return decisionOf(v.Report(at), false, Admitted, id, at)
@@ -235,7 +236,7 @@ func (o *op) describe(e opEvent, failed bool) Decision {
 func (o *op) paymentDenied() bool {
 	for i, t := range o.chain {
 		if t.Code == codePayment {
-			return classify(o.res[i].Status) == outDenied
+			return status.Classify(o.res[i].Status) == status.Denied
 		}
 	}
 	return false
@@ -294,10 +295,10 @@ func chainOutcome(res []tb.CreateTransferResult) (failed, decided, earlier bool)
 	decided = true
 	created := false
 	for _, s := range res {
-		switch classify(s.Status) {
-		case outAdmitted:
+		switch status.Classify(s.Status) {
+		case status.Admitted:
 			created = true
-		case outDenied, outLinked:
+		case status.Denied, status.Linked:
 			failed = true
 		default:
 			failed, decided = true, false
@@ -328,7 +329,7 @@ func (o *op) newAttempt() {
 	res := o.res
 	o.reset()
 	kept := func(i int) bool {
-		return res != nil && (classify(res[i].Status) == outAdmitted || classify(res[i].Status) == outLinked)
+		return res != nil && (status.Classify(res[i].Status) == status.Admitted || status.Classify(res[i].Status) == status.Linked)
 	}
 	if !o.key.IsZero() && !o.marked && !kept(0) {
 		marker := keyMarker(o.key, o.chain)

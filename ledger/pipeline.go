@@ -10,6 +10,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
@@ -238,8 +239,8 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 	switch {
 	case flags.Pending:
 		amount, _ := u64(t.Amount)
-		switch classify(s.Status) {
-		case outAdmitted:
+		switch status.Classify(s.Status) {
+		case status.Admitted:
 			u.v.Provisioned = true
 			if flags.BalancingDebit {
 				// A charge (Client.Charge) took at most what remained:
@@ -249,7 +250,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 				u.v.Admitted(amount, s.Timestamp)
 			}
 			u.v.Took(fromTB(t.ID), amount, s.Timestamp+uint64(t.Timeout)*uint64(time.Second))
-		case outDenied:
+		case status.Denied:
 			u.v.Denied(amount, s.Timestamp, now)
 			if !u.v.Complete() && !u.v.ScanQueued && now-u.v.ScanLocal >= int64(view.Recheck) {
 				u.v.ScanQueued = true // denied, and it does not know when units return
@@ -257,7 +258,7 @@ func (c *Client) learn(u *user, t *tb.Transfer, s tb.CreateTransferResult, now i
 			}
 		}
 	case flags.PostPendingTransfer || flags.VoidPendingTransfer:
-		if classifyEnd(s.Status) == endedNow {
+		if status.ClassifyEnd(s.Status) == status.EndedNow {
 			var kept uint64 // a void keeps nothing; a post its amount, all of the hold when it does not fit
 			if flags.PostPendingTransfer {
 				if n, fits := u64(t.Amount); fits {
@@ -439,8 +440,8 @@ func (c *Client) settleMerged(g *merged, now int64) {
 	u.lock()
 	defer u.mu.Unlock()
 	c.learn(u, &g.t, g.res, now)
-	switch classify(g.res.Status) {
-	case outAdmitted:
+	switch status.Classify(g.res.Status) {
+	case status.Admitted:
 		at := g.res.Timestamp
 		var later uint64 // the units of the members after this one, reported as if they came one by one
 		for j := len(g.members) - 1; j >= 0; j-- {
@@ -451,7 +452,7 @@ func (c *Client) settleMerged(g *merged, now int64) {
 			later += amount
 			c.noteUse(u, now)
 		}
-	case outDenied:
+	case status.Denied:
 		for _, o := range g.members {
 			o.retry = true
 		}
@@ -499,7 +500,7 @@ func (b *batch) sightings(ops []*op) {
 // made fails with an error, unsent.
 func (b *batch) provisioned(ops []*op, res []tb.CreateAccountResult) {
 	for i, r := range res {
-		if !accountMade(r.Status) {
+		if !status.AccountMade(r.Status) {
 			if b.acctBad == nil {
 				b.acctBad = map[*user]error{}
 			}
@@ -548,17 +549,17 @@ func (c *Client) learnSights(o *op, now int64) {
 		if !s.credited {
 			continue
 		}
-		cr := classifyCredit(s.credit.Status)
-		if cr == creditFailed {
+		cr := status.ClassifyCredit(s.credit.Status)
+		if cr == status.CreditFailed {
 			continue // its hold fails as well, and decide says why
 		}
 		s.u.lock()
 		v := &s.u.v
 		v.Provisioned = true
 		switch {
-		case accountNew(s.accounts) && cr == creditNow:
+		case status.AccountNew(s.accounts) && cr == status.CreditNow:
 			v.KnowLimit(s.limit, now)
-		case cr == creditNow:
+		case cr == status.CreditNow:
 			// Credited with this limit, now or before: the limit it was
 			// given, until a read says whether it changed since.
 			v.AssumeLimit(s.limit)

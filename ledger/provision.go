@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -84,10 +85,10 @@ func (c *Client) CreateResource(ctx context.Context, r Resource) error {
 	}
 	for i, s := range res {
 		switch {
-		case accountMade(s.Status):
-		case accountExistsDifferently(s.Status):
+		case status.AccountMade(s.Status):
+		case status.AccountExistsDifferently(s.Status):
 			if i == 0 {
-				return fmt.Errorf("%w: ledger %d holds an account of %s", ErrResourceMismatch, r.Ledger, strings.TrimPrefix(differs(s.Status), "another "))
+				return fmt.Errorf("%w: ledger %d holds an account of %s", ErrResourceMismatch, r.Ledger, strings.TrimPrefix(status.Differs(s.Status), "another "))
 			}
 			return fmt.Errorf("%w: ledger %d has a foreign account %s where tblimit keeps one of its own: %s",
 				ErrResourceMismatch, accounts[i].Ledger, fromTB(accounts[i].ID), s.Status)
@@ -254,7 +255,7 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		return err
 	}
 	for i, s := range ares {
-		if !accountMade(s.Status) {
+		if !status.AccountMade(s.Status) {
 			return fmt.Errorf("ledger: provision %q: %w", users[of[i]].Key, accountStatusError(i, s.Status))
 		}
 	}
@@ -267,14 +268,14 @@ func (c *Client) provisionBatch(ctx context.Context, r Resource, users []UserLim
 		return err
 	}
 	for i, s := range tres {
-		cr := classifyCredit(s.Status)
-		if cr == creditFailed {
+		cr := status.ClassifyCredit(s.Status)
+		if cr == status.CreditFailed {
 			return fmt.Errorf("ledger: provision %q: %w", users[i].Key, transferStatusError(i, s.Status))
 		}
 		c.users.provisioned(r, users[i].Key)
 		// An account this call created and credited holds nothing else:
 		// the Client knows all of it.
-		if accountNew(ares[first[i]].Status) && cr == creditNow {
+		if status.AccountNew(ares[first[i]].Status) && cr == status.CreditNow {
 			c.users.knownLimit(r, users[i].Key, users[i].Limit, true, c.localNow())
 		}
 	}
@@ -414,7 +415,7 @@ func (c *Client) sendLimitStep(ctx context.Context, t []tb.Transfer) error {
 		return err
 	}
 	for i, s := range res {
-		if !limitStepApplied(s.Status) {
+		if !status.LimitStepApplied(s.Status) {
 			return transferStatusError(i, s.Status)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -253,10 +254,10 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return err
 	}
 	s := res[0].Status
-	switch classifyEnd(s) {
-	case endedNow, endExpired:
+	switch status.ClassifyEnd(s) {
+	case status.EndedNow, status.EndExpired:
 		return nil
-	case endVoidedYet:
+	case status.EndVoidedYet:
 		// Cancelled before, or given back by Reset; or voided by a Commit,
 		// whose void has its own ID.
 		committed, err := r.c.transferExists(ctx, endID(roleCommit, fromTB(r.t.PendingID)))
@@ -264,9 +265,9 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 			return err
 		}
 		return fmt.Errorf("%w: %s was committed: cancel it before, not after", ErrReservationEnded, r.d.ID)
-	case endPostedYet:
+	case status.EndPostedYet:
 		return fmt.Errorf("%w: %s was committed: cancel it before, not after", ErrReservationEnded, r.d.ID)
-	case endNoHold:
+	case status.EndNoHold:
 		if r.d.Reason == Unavailable {
 			return nil // admitted open, and the hold was never made
 		}
@@ -312,23 +313,23 @@ func (r *Reservation) commit(ctx context.Context, n uint64) error {
 		return err
 	}
 	s := res[0].Status
-	switch classifyEnd(s) {
-	case endedNow:
-		if classify(res[len(res)-1].Status) == outLinked {
+	switch status.ClassifyEnd(s) {
+	case status.EndedNow:
+		if status.Classify(res[len(res)-1].Status) == status.Linked {
 			// The void existed (conn folds exists into created), so the
 			// chain did: this commit's retry, or a commit of another n.
 			return r.committedBefore(ctx, n)
 		}
 		return nil
-	case endPostedYet:
+	case status.EndPostedYet:
 		if r.pay == nil {
 			return nil // SetLimit lowering the limit posted it: kept for good
 		}
-	case endExpired:
+	case status.EndExpired:
 		return fmt.Errorf("%w: %s", ErrReservationExpired, r.d.ID)
-	case endVoidedYet:
+	case status.EndVoidedYet:
 		return fmt.Errorf("%w: %s", ErrReservationCancelled, r.d.ID)
-	case endNoHold:
+	case status.EndNoHold:
 		return fmt.Errorf("%w: %s", ErrUnknownReservation, r.d.ID)
 	}
 	return fmt.Errorf("ledger: commit reservation %s: %w", r.d.ID, chainError(res))
@@ -414,7 +415,7 @@ func (r *Reservation) rest() uint32 {
 // for its own reason.
 func chainError(res []tb.CreateTransferResult) error {
 	for i, x := range res {
-		if out := classify(x.Status); out != outLinked && out != outAdmitted {
+		if out := status.Classify(x.Status); out != status.Linked && out != status.Admitted {
 			return transferStatusError(i, x.Status)
 		}
 	}

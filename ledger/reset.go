@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 
+	"github.com/tblimit/tblimit/ledger/internal/status"
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 )
 
@@ -43,7 +44,7 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 			return ended, err
 		}
 		for _, s := range res {
-			if classifyEnd(s.Status) == endedNow { // else expired or ended meanwhile: nothing to give back
+			if status.ClassifyEnd(s.Status) == status.EndedNow { // else expired or ended meanwhile: nothing to give back
 				ended++
 			}
 		}
