@@ -99,7 +99,7 @@ func (c *Client) ChargeUntil(ctx context.Context, r Resource, req Request, until
 		t.ID = req.ID.tb()
 	}
 	t.UserData64 = req.Ref
-	steps := [1]step{{t: t, u: u, decide: true}}
+	steps := [1]step{{T: t, User: u, Decide: true}}
 	var buf [1]Decision
 	a, err := c.decide(ctx, &opSpec{key: req.ID, exact: c.exact || !known}, steps[:], parts, buf[:0])
 	d, hold := soleDecision(a.ds), a.hold
@@ -237,14 +237,14 @@ func (c *Client) acquire(ctx context.Context, parts []Part, merge bool, code uin
 	}
 	for i := range parts {
 		h := &parts[i]
-		steps[i] = step{t: newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1}), u: us[i], decide: true}
-		t := &steps[i].t // built in place: a transfer is large
+		steps[i] = step{T: newHold(h.Resource, us[i].id, h.Request.Amount, tb.TransferFlags{Linked: i < len(parts)-1}), User: us[i], Decide: true}
+		t := &steps[i].T // built in place: a transfer is large
 		t.Code = code
 		switch {
 		case i == 0 && !key.IsZero():
 			t.ID = key.tb() // the first hold is named by the request's ID...
 		case i > 0:
-			t.UserData128 = steps[0].t.ID // ...and the others carry its name
+			t.UserData128 = steps[0].T.ID // ...and the others carry its name
 		}
 		t.UserData64 = h.Request.Ref
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tblimit/tblimit/ledger/internal/pipeline"
 	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
@@ -25,13 +26,9 @@ import (
 // gateway checks every request. A read stores nothing, and a view that
 // knows the user answers without any I/O.
 
-// check is a part of a Check: amount units of user u, under its plan
+// check is a part of a Check: Amount units of User, under its plan
 // (Request.Limit; 0: none).
-type check struct {
-	u      *user
-	amount uint64
-	plan   uint64
-}
+type check = pipeline.Check[*user]
 
 // Check reports whether req.Amount units of r are available to req.User
 // now, and takes nothing: the Decision is Allowed when they are, and says
@@ -69,7 +66,7 @@ func (c *Client) CheckAll(ctx context.Context, parts []Part) ([]Decision, error)
 		if err := c.checkResource(ctx, h.Resource); err != nil {
 			return nil, err
 		}
-		checks[i] = check{u: c.users.get(h.Resource, h.Request.User), amount: h.Request.Amount, plan: h.Request.Limit}
+		checks[i] = check{User: c.users.get(h.Resource, h.Request.User), Amount: h.Request.Amount, Plan: h.Request.Limit}
 	}
 	if ds, ok := c.checkLocally(checks); ok {
 		return ds, nil
@@ -83,12 +80,12 @@ func (c *Client) checkLocally(checks []check) ([]Decision, bool) {
 	_, t := c.nows()
 	var ds []Decision
 	for _, ch := range checks {
-		ch.u.mu.Lock() // not lock: a check changes nothing
-		ok := ch.u.v.Complete() && (ch.plan == 0 || ch.u.v.Limit() == ch.plan)
+		ch.User.mu.Lock() // not lock: a check changes nothing
+		ok := ch.User.v.Complete() && (ch.Plan == 0 || ch.User.v.Limit() == ch.Plan)
 		if ok {
-			ds = append(ds, verdict(&ch.u.v, ch.amount, t, true))
+			ds = append(ds, verdict(&ch.User.v, ch.Amount, t, true))
 		}
-		ch.u.mu.Unlock()
+		ch.User.mu.Unlock()
 		if !ok {
 			return nil, false
 		}
@@ -117,14 +114,14 @@ func (c *Client) unansweredChecks(n int, err error) ([]Decision, error) {
 // all of its plan's limit, or the default, on a lazy resource, and is
 // unknown on another.
 func (c *Client) answerCheck(ch check, t uint64) (Decision, error) {
-	ch.u.mu.Lock()
-	defer ch.u.mu.Unlock()
-	if ch.u.v.LimitKnown() {
-		return verdict(&ch.u.v, ch.amount, t, true), nil
+	ch.User.mu.Lock()
+	defer ch.User.mu.Unlock()
+	if ch.User.v.LimitKnown() {
+		return verdict(&ch.User.v, ch.Amount, t, true), nil
 	}
-	if !ch.u.res.Lazy {
-		return Decision{}, &UnknownUserError{Resource: ch.u.res, User: ch.u.key}
+	if !ch.User.res.Lazy {
+		return Decision{}, &UnknownUserError{Resource: ch.User.res, User: ch.User.key}
 	}
-	fresh := view.New(cmp.Or(ch.plan, ch.u.res.DefaultLimit), uint64(ch.u.res.Window), 0, true)
-	return verdict(&fresh, ch.amount, t, true), nil
+	fresh := view.New(cmp.Or(ch.Plan, ch.User.res.DefaultLimit), uint64(ch.User.res.Window), 0, true)
+	return verdict(&fresh, ch.Amount, t, true), nil
 }

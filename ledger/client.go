@@ -12,6 +12,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/pipeline"
 	"github.com/tblimit/tblimit/ledger/internal/view"
 )
 
@@ -45,13 +46,14 @@ type Client struct {
 	requests    RequestObserver // nil unless WithRequestObserver
 	users       users
 	skew        atomic.Int64 // cluster time minus this Client's clock, from the last batch
-	pipe        pipeline
-	reads       readQueue // the pipeline's too: filled as batches complete, read once every batch has (see runner)
+	pipe        pipeline.Pipeline[*user, Decision]
+	lastTS      uint64    // the latest timestamp of the last batch answered (see host.Clock)
+	lastLocal   int64     // this Client's clock when its answer came
+	reads       readQueue // the pipeline's too: filled as batches complete, read once every batch has (see package internal/pipeline)
 
 	markers   sync.Map // ledgers whose marker accounts are known to exist
 	resources sync.Map // ledger -> Resource: definitions checked against the cluster
 
-	checking        atomic.Int64 // Checks waiting for the pipeline to read (see Quiet)
 	localDenials    counter
 	leaseAdmissions atomic.Uint64
 }
@@ -177,7 +179,7 @@ func New(c tb.Client, opts ...Option) *Client {
 	if !cl.conn.InProcess() {
 		cl.users.lag = view.ReturnLag
 	}
-	cl.pipe.start(cl)
+	cl.pipe.Start(host{cl}, cl.conn, pipeline.Config{Coalesce: cl.coalesce, Gather: cl.gather, MaxWaiting: cl.maxWaiting, Observed: cl.requests != nil})
 	return cl
 }
 

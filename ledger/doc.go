@@ -72,24 +72,27 @@ package ledger
 //     entry points in decide.go: decide (holds to decide: it returns an
 //     answer, its Decisions and, when asked, its chain), send (ends of
 //     holds and funds: their results) or sendChecks. It describes its work
-//     with an opSpec and the steps of its chain, and newOp (op.go) is the
-//     one place an op is made. Three files name an op, and no other reads
-//     or writes one: op.go (what an op holds, its chain's attempts and
-//     markers, and how its holds are described), pipeline.go (the runner:
-//     a batch built plainly or coalesced, its new users' accounts, its
-//     checks' reads, sent, then completed from the answer while the next
-//     is in flight; reads that keep views true, exact decisions and
-//     coalescing ask for quiet, every batch completed first: see
-//     runner.Quiet) and decide.go (the calls' side: the retry loop, a new
-//     user's sight, what a failed chain means, the reads after a denial,
-//     and the Client's OnUnavailable for an answer that did not come).
-//     The other files of a decision's way are called with users,
-//     transfers and results: markers.go (request IDs' markers), lazy.go
-//     (users provisioned by their first decisions: one create_accounts
-//     per batch ahead of its create, which carries each new user's credit
-//     ahead of its hold), denial.go (denials without I/O), refresh.go
-//     (reads that keep views true), check.go and coalesce.go (the calls
-//     and the option).
+//     with an opSpec and the steps of its chain.
+//   - The pipeline is package internal/pipeline: its Op, made in one
+//     place (Pipeline.New), its batches, built plainly or coalesced, with
+//     their new users' accounts and their checks' reads, sent, then
+//     completed from the answer while the next is in flight (reads that
+//     keep views true, exact decisions and coalescing ask for quiet, every
+//     batch completed first: see runner.Quiet there). It knows users and
+//     Decisions only as type parameters, and asks the Client, its Host,
+//     for everything it knows of them: host.go (how an answer teaches a
+//     view, how a hold's Decision is described, how coalescing splits one
+//     user's holds, what a first sight creates). In package ledger only
+//     decide.go names an op: the calls' side (the retry loop, a new user's
+//     sight, what a failed chain means, the reads after a denial, and the
+//     Client's OnUnavailable for an answer that did not come); a test
+//     parses both packages to keep it so. The other files of a decision's
+//     way are called with users, transfers and results: markers.go
+//     (request IDs' markers), lazy.go (users provisioned by their first
+//     decisions: one create_accounts per batch ahead of its create, which
+//     carries each new user's credit ahead of its hold), denial.go
+//     (denials without I/O), refresh.go (reads that keep views true),
+//     check.go and coalesce.go (the calls and the option).
 //   - Reading an account's transfers or a ledger's accounts: pages, in
 //     read.go; a lease's give-back is recognised by regranted.
 //   - What a Client knows of a user without reading it (its view) is

@@ -108,7 +108,7 @@ const (
 	codePayHold    = 20 // user -> operator, pending, linked: a payment's hold on its money limit
 	codePayment    = 21 // user -> destination on the currency ledger
 	codeFund       = 22 // currency operator -> user
-	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see op.newAttempt)
+	codeKeyMarker  = 11 // user -> operator, nothing: a request's ID was admitted (see pipeline.NewAttempt)
 	codeCarry      = 12 // user -> operator, pending: units in flight on another resource, carried over (see Migrate)
 	codeKept       = 13 // user -> operator, pending: what a committed reservation keeps until its window ends
 	codeReserve    = 14 // user -> operator, pending: units a Reservation holds until Commit or Cancel

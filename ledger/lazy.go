@@ -33,19 +33,6 @@ import (
 // restarted process one shared request per batch until it has seen its
 // users again.
 
-// sight is a user of a lazy resource an op provisions, if need be, before
-// its holds: the user's accounts are created, and its limit credited.
-type sight struct {
-	u     *user
-	limit uint64 // the limit it is provisioned with: its plan's, else the default
-	// The answer, handed over by the runner.
-	accounts tb.CreateAccountStatus  // of its limit account
-	credit   tb.CreateTransferResult // of its credit, if this op sent it
-	credited bool                    // this op's batch carried its credit ahead of this op's holds
-	acct     int                     // where its limit account is in the batch's accounts
-	at       int                     // where its credit is in the batch's transfers, if credited
-}
-
 // provisionLimit is the limit a lazy user is provisioned with by h: its
 // plan's (Request.Limit), else the resource's default.
 func (h *Part) provisionLimit() uint64 { return cmp.Or(h.Request.Limit, h.Resource.DefaultLimit) }

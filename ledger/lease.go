@@ -153,7 +153,7 @@ func (c *Client) renew(ctx context.Context, u *user, l *lease, chain []step, siz
 	if answered() && !d.Allowed && size > h.Request.Amount {
 		size = h.Request.Amount
 		spec.spare = 0
-		exactly := []step{{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true}}
+		exactly := []step{{T: newHold(u.res, u.id, size, tb.TransferFlags{}), User: u, Decide: true}}
 		a, err = c.decide(ctx, &spec, exactly, []Part{h}, nil)
 		d = soleDecision(a.ds)
 	}
@@ -204,7 +204,7 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([
 	if end := c.endLease(l, now); len(end) > 0 {
 		back = l.granted - l.used
 		for _, x := range end {
-			chain = append(chain, step{t: x, u: u})
+			chain = append(chain, step{T: x, User: u})
 		}
 	}
 	if size > req.Amount {
@@ -215,7 +215,7 @@ func (c *Client) renewal(u *user, l *lease, req Request, now int64, t uint64) ([
 		}
 	}
 	size = max(size, req.Amount)
-	chain = append(chain, step{t: newHold(u.res, u.id, size, tb.TransferFlags{}), u: u, decide: true})
+	chain = append(chain, step{T: newHold(u.res, u.id, size, tb.TransferFlags{}), User: u, Decide: true})
 	return chain, size
 }
 
@@ -287,7 +287,7 @@ func (c *Client) scheduleEnd(u *user, id tb.Uint128) {
 		}
 		var chain []step
 		for _, x := range c.endLease(l, now) {
-			chain = append(chain, step{t: x, u: u})
+			chain = append(chain, step{T: x, User: u})
 		}
 		u.mu.Unlock()
 		if len(chain) > 0 {

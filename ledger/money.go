@@ -9,6 +9,7 @@ import (
 	tb "github.com/tigerbeetle/tigerbeetle-go"
 
 	"github.com/tblimit/tblimit/internal/u128"
+	"github.com/tblimit/tblimit/ledger/internal/pipeline"
 	"github.com/tblimit/tblimit/ledger/internal/status"
 )
 
@@ -168,7 +169,7 @@ func (c *Client) payment(r Resource, p Payment, u *user, authorize, seen bool) (
 		return nil
 	}
 	return &opSpec{key: p.ID, seen: seen, exact: c.exact, payment: true, explain: explain, keep: authorize},
-		[]step{{t: hold, u: u, decide: true}, {t: pay}}
+		[]step{{T: hold, User: u, Decide: true}, {T: pay}}
 }
 
 // Authorize authorizes payment p under money resource r, for capture
@@ -306,7 +307,7 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 		Ledger:          currency,
 		Code:            codeFund,
 	}
-	res, err := c.send(ctx, &opSpec{key: req.ID, retrySpent: true}, []step{{t: fund}})
+	res, err := c.send(ctx, &opSpec{key: req.ID, retrySpent: true}, []step{{T: fund}})
 	if err != nil {
 		return &attemptError{id: id, err: err}
 	}
@@ -315,7 +316,7 @@ func (c *Client) Fund(ctx context.Context, currency uint32, req Request) error {
 
 // fundOutcome reads res, the answer to a fund.
 func fundOutcome(res []tb.CreateTransferResult, currency uint32, user string, id ID) error {
-	if _, decided, _ := chainOutcome(res); decided && !anyStatus(res, status.Denied) {
+	if _, decided, _ := pipeline.ChainOutcome(res); decided && !anyStatus(res, status.Denied) {
 		return nil // created, or made earlier under the ID
 	}
 	for i, s := range res {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tblimit/tblimit/ledger/internal/conn"
+	"github.com/tblimit/tblimit/ledger/internal/pipeline"
 )
 
 // Observer is told of every decision a Client makes, whoever asked for it
@@ -103,7 +104,7 @@ func WithRequestObserver(o RequestObserver) Option {
 	return func(c *Client) {
 		c.requests = o
 		c.conn.SetObserver(func(ctx context.Context, r conn.Request) {
-			calls, ok := ctx.Value(callsKey{}).([]context.Context)
+			calls, ok := pipeline.Calls(ctx)
 			if !ok {
 				calls = []context.Context{ctx} // a call's own request
 			}
@@ -113,9 +114,10 @@ func WithRequestObserver(o RequestObserver) Option {
 	}
 }
 
-// callsKey is the context value of a batch's request that holds its calls'
-// contexts (see withCalls).
-type callsKey struct{}
-
 // ownRead is the context of a read of the Client's own, serving no call.
-func (c *Client) ownRead() context.Context { return c.withCalls(context.Background(), nil, nil) }
+func (c *Client) ownRead() context.Context {
+	if c.requests == nil {
+		return context.Background()
+	}
+	return pipeline.WithCalls(context.Background(), []context.Context{})
+}

@@ -40,7 +40,7 @@ const (
 // readQueue holds the users due a read, those due a scan of their
 // transfers, and the budget of both. Only the pipeline uses it: a batch's
 // completion fills it, and a Send that follows every completion reads it
-// (see runner).
+// (see package internal/pipeline).
 type readQueue struct {
 	users      fifo
 	budget     float64
@@ -134,13 +134,13 @@ func (c *Client) scanBack() {
 	u.lock()
 	u.v.ScanQueued = false
 	u.v.ScanLocal = c.localNow()
-	need := !u.v.Complete() && u.v.InFlight(c.pipe.lastTS) <= scanMaxUnits
+	need := !u.v.Complete() && u.v.InFlight(c.lastTS) <= scanMaxUnits
 	window := u.res.Window
 	u.mu.Unlock()
 	if !need {
 		return
 	}
-	t := c.pipe.lastTS
+	t := c.lastTS
 	ctx, cancel := context.WithTimeout(c.ownRead(), c.conn.Timeout())
 	flights, err := c.readFlights(ctx, u.id, maxTimeout(window), t, 0, true)
 	cancel()
@@ -154,14 +154,14 @@ func (c *Client) scanBack() {
 
 // read looks up the accounts of us and teaches their views what they show,
 // within the Client's timeout of ctx (a context that carries, for a
-// RequestObserver, the calls the read serves, if any: see withCalls).
+// RequestObserver, the calls the read serves, if any: see pipeline.Calls).
 // Only the pipeline's runner calls it, between batches.
 func (c *Client) read(ctx context.Context, us []*user) error {
 	ids := make([]tb.Uint128, len(us))
 	for i, u := range us {
 		ids[i] = u.id.tb()
 	}
-	t, since := c.pipe.lastTS, c.pipe.lastLocal
+	t, since := c.lastTS, c.lastLocal
 	if t == 0 { // no batch answered yet (a Check's read): the clock's estimate
 		since, t = c.nows()
 	}

@@ -184,7 +184,7 @@ func (c *Client) chainHeldFor(ctx context.Context, parts []Part, rvs []*Reservat
 
 // heldUnder finds the hold of code on ledger that an attempt under request
 // ID key took: named by key when the first attempt under it took it
-// (named), else carrying key, as a later attempt's hold does (see op.newAttempt).
+// (named), else carrying key, as a later attempt's hold does (see pipeline.NewAttempt).
 func (c *Client) heldUnder(ctx context.Context, ledger uint32, code uint16, key ID, named bool) (tb.Transfer, error) {
 	var ts []tb.Transfer
 	var err error
@@ -353,9 +353,9 @@ func (r *Reservation) committedBefore(ctx context.Context, n uint64) error {
 func (r *Reservation) send(ctx context.Context, chain []tb.Transfer) ([]tb.CreateTransferResult, error) {
 	steps := make([]step, len(chain))
 	for i, t := range chain {
-		steps[i].t = t
+		steps[i].T = t
 		if t.Ledger == r.t.Ledger {
-			steps[i].u = r.u
+			steps[i].User = r.u
 		}
 	}
 	return r.c.send(ctx, &opSpec{}, steps)

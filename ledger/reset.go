@@ -29,7 +29,7 @@ func (c *Client) Reset(ctx context.Context, r Resource, key string) (int, error)
 		flights = flights[len(part):]
 		steps := make([]step, len(part))
 		for i, f := range part {
-			steps[i] = step{u: u, t: tb.Transfer{
+			steps[i] = step{User: u, T: tb.Transfer{
 				ID:              endID(roleCancel, f.id).tb(),
 				PendingID:       f.id.tb(),
 				DebitAccountID:  uid.tb(),
