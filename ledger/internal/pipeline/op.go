@@ -235,13 +235,12 @@ type Outcome struct {
 // outcome is what o's answer says of its deciding holds.
 func (o *Op[U, D]) outcome() Outcome {
 	failed, decided, earlier := ChainOutcome(o.DecidingResults())
-	o.Earlier = earlier
 	out := Outcome{Decided: decided, Failed: failed, Key: o.key, Spare: o.spare}
 	if failed && o.pays != 0 {
 		out.PaymentDenied = o.paymentDenied()
 	}
 	if earlier {
-		out.Earlier = o.earlierTS()
+		out.Earlier = o.earlierTS() // an admission's timestamp: never 0
 	}
 	return out
 }

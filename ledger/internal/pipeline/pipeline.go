@@ -345,6 +345,7 @@ func (p *Pipeline[U, D]) settle(o *Op[U, D], now int64) {
 		}
 	}
 	out := o.outcome()
+	o.Earlier = out.Earlier != 0
 	var ds []D
 	if out.Decided {
 		ds = o.ds1[:0]
@@ -437,6 +438,7 @@ func (p *Pipeline[U, D]) build(ops []*Op[U, D], b *batch[U, D]) {
 type merged[U comparable, D any] struct {
 	u       U
 	members []*Op[U, D]
+	amounts []uint64 // of members, in order
 	t       tb.Transfer
 	res     tb.CreateTransferResult
 }
@@ -468,10 +470,12 @@ func (p *Pipeline[U, D]) merge(b *batch[U, D], u U, ops []*Op[U, D]) {
 	in, denied, ds := make([]bool, len(ops)), make([]bool, len(ops)), make([]D, len(ops))
 	t := p.host.Merge(u, amounts, in, denied, ds)
 	var members []*Op[U, D]
+	var kept []uint64 // the members' amounts
 	for i, o := range ops {
 		switch {
 		case in[i]:
 			members = append(members, o)
+			kept = append(kept, amounts[i])
 		case denied[i]:
 			o.Local = true
 			o.ds1[0] = ds[i]
@@ -483,7 +487,7 @@ func (p *Pipeline[U, D]) merge(b *batch[U, D], u U, ops []*Op[U, D]) {
 	case 1:
 		b.add(members[0])
 	default:
-		g := &merged[U, D]{u: u, members: members, t: t}
+		g := &merged[U, D]{u: u, members: members, amounts: kept, t: t}
 		for _, o := range members {
 			o.shared = g.t.ID
 		}
@@ -502,15 +506,11 @@ func (p *Pipeline[U, D]) merge(b *batch[U, D], u U, ops []*Op[U, D]) {
 // any other answer is each member's own to read.
 func (p *Pipeline[U, D]) settleMerged(g *merged[U, D], now int64) {
 	out := status.Classify(g.res.Status)
-	amounts := make([]uint64, len(g.members))
-	for i, o := range g.members {
-		amounts[i], _ = o.Chain[0].Amount.Uint64() // the low 64 bits: a call asks for at most MaxInt64
-	}
 	var ds []D
 	if out == status.Admitted {
 		ds = make([]D, len(g.members))
 	}
-	p.host.SettleMerged(g.u, &g.t, g.res, amounts, now, ds)
+	p.host.SettleMerged(g.u, &g.t, g.res, g.amounts, now, ds)
 	switch out {
 	case status.Admitted:
 		for i, o := range g.members {
