@@ -2,9 +2,6 @@ package ledger_test
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,49 +17,32 @@ func TestOpNamedInThreeFiles(t *testing.T) {
 	want := []string{"decide.go", "internal/pipeline/op.go", "internal/pipeline/pipeline.go"}
 	methods := map[string]bool{"New": true, "Free": true, "Submit": true, "NewAttempt": true, "Redescribe": true}
 	var naming []string
-	walked := 0
-	for _, dir := range []string{".", "internal/pipeline"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			walked++
-			named := false
-			ast.Inspect(f, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.Ident:
-					switch {
-					case dir != "." && n.Name == "Op":
-						named = true
-					case dir == "." && n.Name == "op":
-						// The type, not a variable of that name.
-						named = named || n.Obj == nil || n.Obj.Kind == ast.Typ
-					}
-				case *ast.SelectorExpr:
-					if x, ok := n.X.(*ast.Ident); ok && x.Name == "pipeline" && n.Sel.Name == "Op" {
-						named = true
-					}
-					if x, ok := n.X.(*ast.SelectorExpr); ok && x.Sel.Name == "pipe" && methods[n.Sel.Name] {
-						named = true // c.pipe.Submit(…)
-					}
+	for _, sf := range parseSource(t, 30, ".", "internal/pipeline") {
+		inLedger := !strings.HasPrefix(sf.path, "internal/")
+		named := false
+		ast.Inspect(sf.f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.Ident:
+				switch {
+				case !inLedger && n.Name == "Op":
+					named = true
+				case inLedger && n.Name == "op":
+					// The type, not a variable of that name.
+					named = named || n.Obj == nil || n.Obj.Kind == ast.Typ
 				}
-				return true
-			})
-			if named {
-				naming = append(naming, filepath.ToSlash(path))
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == "pipeline" && n.Sel.Name == "Op" {
+					named = true
+				}
+				if x, ok := n.X.(*ast.SelectorExpr); ok && x.Sel.Name == "pipe" && methods[n.Sel.Name] {
+					named = true // c.pipe.Submit(…)
+				}
 			}
+			return true
+		})
+		if named {
+			naming = append(naming, sf.path)
 		}
-	}
-	if walked < 30 {
-		t.Fatalf("walked %d files: not package ledger's source", walked)
 	}
 	if !slices.Equal(naming, want) {
 		t.Errorf("files that name an op: %v, want %v", naming, want)
